@@ -1,0 +1,101 @@
+//! Validation errors that name the field and the reason, and the one entry point that turns JSON
+//! text into a validated object.
+
+use serde::de::DeserializeOwned;
+
+/// Why an object was refused: the field path (`inbound_rules[0].dst_ports`, empty for the object
+/// as a whole) and a lowercase reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ValidationError {
+    pub field: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.reason)
+        } else {
+            write!(f, "{}: {}", self.field, self.reason)
+        }
+    }
+}
+
+impl ValidationError {
+    /// An error about `field` (a path relative to the object being validated).
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// An error about the object as a whole.
+    pub fn object(reason: impl Into<String>) -> Self {
+        Self::new("", reason)
+    }
+
+    /// Re-roots the error under `parent`: `dst_ports` within `inbound_rules[0]` becomes
+    /// `inbound_rules[0].dst_ports`.
+    pub fn within(mut self, parent: &str) -> Self {
+        self.field = match (parent.is_empty(), self.field.is_empty()) {
+            (true, _) => self.field,
+            (false, true) => parent.to_owned(),
+            (false, false) if self.field.starts_with('[') => format!("{parent}{}", self.field),
+            (false, false) => format!("{parent}.{}", self.field),
+        };
+        self
+    }
+}
+
+/// Checks an object after deserialisation. It may normalise fields the seeds say are normalised
+/// (for example truncating `log_prefix`); everything else is refused with the field and reason.
+pub trait Validate {
+    fn validate(&mut self) -> Result<(), ValidationError>;
+}
+
+/// Parses JSON text into a validated object. Wrong types are errors naming the field path;
+/// unknown fields are tolerated (forward compatibility).
+pub fn from_json<T: DeserializeOwned + Validate>(raw: &str) -> Result<T, ValidationError> {
+    let mut de = serde_json::Deserializer::from_str(raw);
+    let mut value: T = serde_path_to_error::deserialize(&mut de).map_err(json_error)?;
+    de.end()
+        .map_err(|e| ValidationError::object(format!("invalid JSON: {e}")))?;
+    value.validate()?;
+    Ok(value)
+}
+
+fn json_error(err: serde_path_to_error::Error<serde_json::Error>) -> ValidationError {
+    let path = err.path().to_string();
+    let inner = err.into_inner();
+    let field = if path == "." { String::new() } else { path };
+    let reason = if inner.is_syntax() || inner.is_eof() {
+        format!("invalid JSON: {inner}")
+    } else {
+        strip_position(&inner.to_string())
+    };
+    ValidationError::new(field, reason)
+}
+
+/// serde_json appends " at line L column C"; the field path already says where.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(at) => message[..at].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn within_builds_paths() {
+        let e = ValidationError::new("dst_ports", "bad").within("inbound_rules[0]");
+        assert_eq!(e.to_string(), "inbound_rules[0].dst_ports: bad");
+        let e = ValidationError::new("[2]", "bad").within("ipv4_nets");
+        assert_eq!(e.field, "ipv4_nets[2]");
+        let e = ValidationError::object("bad").within("rules");
+        assert_eq!(e.to_string(), "rules: bad");
+    }
+}

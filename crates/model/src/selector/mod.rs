@@ -1,0 +1,1 @@
+//! The selector language (placeholder until implemented).
