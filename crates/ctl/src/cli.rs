@@ -1,0 +1,124 @@
+//! The command line of `calicoctl`. Every flag and subcommand documents itself here; this is
+//! what `--help` prints.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Manage a Calico cluster through its datastore (etcd v3).
+///
+/// Keys and values are those of the Calico data model (see docs/data-model.md and docs/keys.md):
+/// every value is validated before it is written, so an invalid object never reaches Felix.
+#[derive(Debug, Parser)]
+#[command(name = "calicoctl", version, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub etcd: EtcdArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How to reach etcd. Flags win over the environment.
+#[derive(Debug, Clone, Args)]
+pub struct EtcdArgs {
+    /// Comma-separated etcd endpoints, e.g. http://127.0.0.1:2379,http://10.0.0.2:2379
+    #[arg(
+        long,
+        env = "ETCD_ENDPOINTS",
+        default_value = "http://127.0.0.1:2379",
+        global = true
+    )]
+    pub etcd_endpoints: String,
+    /// CA certificate that signed etcd's server certificate (enables TLS)
+    #[arg(long, env = "ETCD_CA_CERT_FILE", global = true)]
+    pub etcd_ca_cert_file: Option<PathBuf>,
+    /// Client certificate presented to etcd
+    #[arg(long, env = "ETCD_CERT_FILE", global = true)]
+    pub etcd_cert_file: Option<PathBuf>,
+    /// Private key of the client certificate
+    #[arg(long, env = "ETCD_KEY_FILE", global = true)]
+    pub etcd_key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the value at a key, or every key and value under a prefix
+    Get(GetArgs),
+    /// Validate a value and write it at a key
+    Put(PutArgs),
+    /// Delete a key (or, with --prefix, everything under a prefix)
+    Delete(DeleteArgs),
+    /// Validate a value for a key without writing it; prints OK or the precise error
+    Validate(ValidateArgs),
+    /// Validate every key of a JSON bundle, then write them all (nothing is written if one is invalid)
+    Load(LoadArgs),
+    /// Work with label selectors
+    Selector {
+        #[command(subcommand)]
+        command: SelectorCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SelectorCommand {
+    /// Evaluate selectors against labels. Reads JSON lines {"selector": "...", "labels": {...}}
+    /// on stdin and prints one line per input: true, false, or error: <reason>
+    Eval,
+}
+
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// A key (prints its value) or a prefix (prints each key and value below it)
+    pub key: String,
+    /// Output format
+    #[arg(short, long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// The value alone for a key; key and value lines for a prefix
+    Text,
+    /// A JSON bundle {"<key>": <value>, ...}, the format `calicoctl load` reads
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct PutArgs {
+    /// The key to write
+    pub key: String,
+    /// The value, inline (use -f for a file)
+    #[arg(conflicts_with = "file", required_unless_present = "file")]
+    pub value: Option<String>,
+    /// Read the value from FILE ('-' for stdin)
+    #[arg(short, long)]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// The key to delete
+    pub key: String,
+    /// Delete every key that starts with KEY
+    #[arg(long)]
+    pub prefix: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The key the value is meant for (its kind decides the object type)
+    pub key: String,
+    /// The value, inline (use -f for a file)
+    #[arg(conflicts_with = "file", required_unless_present = "file")]
+    pub value: Option<String>,
+    /// Read the value from FILE ('-' for stdin)
+    #[arg(short, long)]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// A JSON object mapping keys to values ('-' for stdin); `get -o json` writes this format
+    #[arg(short, long)]
+    pub file: PathBuf,
+}

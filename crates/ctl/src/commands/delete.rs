@@ -1,0 +1,53 @@
+//! `calicoctl delete KEY [--prefix]`. Deleting needs no validation (removing an invalid object
+//! is how an operator cleans up), but a prefix delete must stay inside the Calico tree.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use calico_datastore::Datastore;
+
+use crate::cli::DeleteArgs;
+
+pub async fn run(
+    store: &dyn Datastore,
+    args: &DeleteArgs,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    if args.prefix {
+        check_prefix(&args.key)?;
+        let count = store.delete_prefix(&args.key).await?;
+        writeln!(out, "deleted {count} keys")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !store.delete(&args.key).await? {
+        anyhow::bail!("no such key: {}", args.key);
+    }
+    writeln!(out, "OK")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses prefixes that would reach outside `/calico/...` or take the whole tree by accident.
+fn check_prefix(prefix: &str) -> anyhow::Result<()> {
+    let depth = prefix.trim_matches('/').split('/').count();
+    if !prefix.starts_with("/calico/") || depth < 2 {
+        anyhow::bail!(
+            "refusing to delete prefix {prefix:?}: give a prefix below /calico/, e.g. /calico/v1/policy/tier/my-tier/"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_prefix;
+
+    #[test]
+    fn prefixes_must_stay_below_the_calico_tree() {
+        assert!(check_prefix("/").is_err());
+        assert!(check_prefix("/calico").is_err());
+        assert!(check_prefix("/calico/").is_err());
+        assert!(check_prefix("/other/x").is_err());
+        assert!(check_prefix("/calico/v1/").is_ok());
+        assert!(check_prefix("/calico/v1/policy/tier/t1/").is_ok());
+    }
+}

@@ -1,0 +1,69 @@
+//! `calicoctl get KEY-or-PREFIX`: the value at a key, or every key and value under a prefix.
+//! Stored values that the model refuses are flagged on stderr, so an operator sees at once
+//! which object Felix is treating as missing.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use calico_datastore::{Datastore, KvPair};
+use calico_model::key::Key;
+use calico_model::value::parse_value;
+
+use crate::bundle;
+use crate::cli::{GetArgs, Output};
+
+pub async fn run(
+    store: &dyn Datastore,
+    args: &GetArgs,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let (pairs, single) = fetch(store, &args.key).await?;
+    if pairs.is_empty() {
+        anyhow::bail!(
+            "nothing at {}: no such key and no keys below it",
+            args.key
+        );
+    }
+    pairs.iter().for_each(warn_if_invalid);
+    match (args.output, single) {
+        (Output::Json, _) => {
+            let rendered = bundle::render(pairs.iter().map(|p| (p.key.as_str(), p.value.as_str())));
+            out.write_all(rendered.as_bytes())?;
+        }
+        (Output::Text, true) => writeln!(out, "{}", pairs[0].value)?,
+        (Output::Text, false) => {
+            for pair in &pairs {
+                writeln!(out, "{}\n{}", pair.key, pair.value)?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The exact key if it exists (and does not end in '/'), else everything below it as a prefix.
+async fn fetch(store: &dyn Datastore, key: &str) -> anyhow::Result<(Vec<KvPair>, bool)> {
+    if !key.ends_with('/') {
+        if let Some(pair) = store.get(key).await? {
+            return Ok((vec![pair], true));
+        }
+    }
+    let prefix = if key.ends_with('/') {
+        key.to_owned()
+    } else {
+        format!("{key}/")
+    };
+    Ok((store.list(&prefix).await?, false))
+}
+
+fn warn_if_invalid(pair: &KvPair) {
+    let Ok(key) = Key::parse(&pair.key) else {
+        return; // not a key of the data model: nothing to check it against
+    };
+    if let Err(err) = parse_value(&key, &pair.value) {
+        eprintln!(
+            "warning: {} {}: invalid, Calico treats it as missing: {err}",
+            key.kind(),
+            pair.key
+        );
+    }
+}

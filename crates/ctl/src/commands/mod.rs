@@ -1,0 +1,46 @@
+//! One module per subcommand. Each takes the datastore (if it needs one) and a writer, so the
+//! logic is testable without a terminal.
+
+pub mod delete;
+pub mod get;
+pub mod load;
+pub mod put;
+pub mod selector;
+pub mod validate;
+
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::Context;
+use calico_model::key::Key;
+use calico_model::value::{Value, parse_value};
+
+/// Parses the key and validates the value for it: the check every write goes through.
+pub fn check(key: &str, raw: &str) -> anyhow::Result<(Key, Value)> {
+    let parsed = Key::parse(key)?;
+    let value = parse_value(&parsed, raw)
+        .with_context(|| format!("invalid value for {} {key}", parsed.kind()))?;
+    Ok((parsed, value))
+}
+
+/// The value given inline or in a file ('-' = stdin), without a trailing newline.
+pub fn read_value(inline: Option<&str>, file: Option<&Path>) -> anyhow::Result<String> {
+    let text = match (inline, file) {
+        (Some(text), _) => text.to_owned(),
+        (None, Some(path)) => read_file(path)?,
+        (None, None) => anyhow::bail!("give the value inline or with -f FILE"),
+    };
+    Ok(text.trim_end_matches(['\n', '\r']).to_owned())
+}
+
+/// Reads a file, or stdin for '-'.
+pub fn read_file(path: &Path) -> anyhow::Result<String> {
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read stdin")?;
+        return Ok(text);
+    }
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+}

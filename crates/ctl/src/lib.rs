@@ -1,0 +1,41 @@
+//! `calicoctl`, the operator's tool for the Calico datastore.
+//!
+//! | module | owns |
+//! | --- | --- |
+//! | `cli` | the command line (clap), the text of `--help` |
+//! | `connect` | datastore connection from flags and `ETCD_*` variables |
+//! | `bundle` | the JSON bundle format shared by `get -o json` and `load` |
+//! | `commands` | one file per subcommand; each takes a datastore and a writer |
+
+pub mod bundle;
+pub mod cli;
+pub mod commands;
+pub mod connect;
+
+use std::process::ExitCode;
+
+use cli::{Cli, Command, SelectorCommand};
+
+/// Runs one parsed command line. Errors are returned for `main` to print; a command that has
+/// already explained a failure (e.g. `validate`) returns a failing exit code instead.
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    match cli.command {
+        Command::Selector {
+            command: SelectorCommand::Eval,
+        } => commands::selector::eval(std::io::stdin().lock(), &mut out),
+        Command::Validate(args) => commands::validate::run(&args, &mut out),
+        command => {
+            let store = connect::connect(&cli.etcd).await?;
+            match command {
+                Command::Get(args) => commands::get::run(store.as_ref(), &args, &mut out).await,
+                Command::Put(args) => commands::put::run(store.as_ref(), &args, &mut out).await,
+                Command::Delete(args) => {
+                    commands::delete::run(store.as_ref(), &args, &mut out).await
+                }
+                Command::Load(args) => commands::load::run(store.as_ref(), &args, &mut out).await,
+                Command::Selector { .. } | Command::Validate(_) => unreachable!("handled above"),
+            }
+        }
+    }
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what the build, the tests and the demo need on a fresh Debian 12 machine (run as root).
+# Idempotent: packages already present are not reinstalled, and apt-get update runs only when
+# something is missing.
+set -euo pipefail
+
+# command on PATH -> Debian package that provides it
+declare -A NEEDED=(
+  [protoc]=protobuf-compiler   # etcd-client's build generates its gRPC code
+  [etcd]=etcd-server           # the real datastore, started by the tests and the demo
+  [etcdctl]=etcd-client        # operators' tool; the tests check our keys work with it
+  [ss]=iproute2                # the demo looks for a free port
+)
+
+missing=()
+for tool in "${!NEEDED[@]}"; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("${NEEDED[$tool]}")
+done
+
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "error: missing packages ${missing[*]}; run this script as root to install them" >&2
+    exit 1
+  fi
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "error: cargo not found: install a Rust toolchain >= 1.95 (rustup) and re-run" >&2
+  exit 1
+fi
