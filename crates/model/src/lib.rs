@@ -3,10 +3,33 @@
 //!
 //! | module | owns |
 //! | --- | --- |
+//! | `key` | every key of the seed keyspace: `Key::parse` and `Display` round-trip |
+//! | `value` | `parse_value(&Key, text)`: the validated value of a key, checked against the key |
+//! | `endpoint` | workload and host endpoints |
+//! | `profile`, `rule`, `labels`, `policy` | profiles (rules, tags, labels), rules, tiers and policies |
+//! | `pool`, `ipam` | IP pools; IPAM blocks, handles and host affinities |
+//! | `bgp` | AS numbers, node mesh, BGP peers |
+//! | `status` | what Felix reports back |
+//! | `names` | the rules for ids and key segments |
 //! | `error` | `ValidationError` (field path + reason) and `from_json` for every object |
 //! | `selector` | the selector language: parser, evaluator, canonical form |
 
+pub mod bgp;
+pub mod endpoint;
 pub mod error;
+pub mod ipam;
+pub mod key;
+pub mod labels;
+pub mod names;
+pub mod policy;
+pub mod pool;
+pub mod profile;
+pub mod rule;
 pub mod selector;
+pub mod status;
+pub mod value;
 
 pub use error::{Validate, ValidationError, from_json};
+pub use key::Key;
+pub use rule::IpVersion;
+pub use value::{Value, parse_value};
