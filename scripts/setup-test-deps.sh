@@ -10,6 +10,7 @@ declare -A NEEDED=(
   [etcd]=etcd-server           # the real datastore, started by the tests and the demo
   [etcdctl]=etcd-client        # operators' tool; the tests check our keys work with it
   [ss]=iproute2                # the demo looks for a free port
+  [openssl]=openssl            # the TLS tests make a throwaway CA and certificates
 )
 
 missing=()

@@ -78,7 +78,10 @@ mod tests {
     fn render_then_parse_gives_back_the_stored_text() {
         let stored = [("/k1", r#"{"order":0}"#), ("/k2", "true"), ("/k3", "DEBUG")];
         let entries = parse(&render(stored)).unwrap();
-        let back: Vec<_> = entries.iter().map(|e| (e.key.as_str(), e.raw.as_str())).collect();
+        let back: Vec<_> = entries
+            .iter()
+            .map(|e| (e.key.as_str(), e.raw.as_str()))
+            .collect();
         assert_eq!(back, stored);
     }
 

@@ -1,1 +1,75 @@
-//! Shared test fixtures.
+//! Shared test fixtures. Everything here is for tests only (a dev-dependency), and a missing
+//! prerequisite fails the test with a message naming it and how to install it.
+//!
+//! - [`EtcdServer`]: a real etcd on free loopback ports with a temporary data directory, that
+//!   can be stopped and restarted mid-test and is killed and removed on `Drop`.
+//! - [`require_tool`]: fail loudly when a tool the test needs is not installed.
+//! - [`free_port`]: a loopback TCP port nobody listens on.
+
+mod etcd;
+
+use std::net::TcpListener;
+use std::path::Path;
+
+pub use etcd::{EtcdServer, ServerTls};
+
+/// The Debian package that provides each tool the tests use.
+const PACKAGES: &[(&str, &str)] = &[
+    ("etcd", "etcd-server"),
+    ("etcdctl", "etcd-client"),
+    ("openssl", "openssl"),
+    ("ip", "iproute2"),
+    ("bird", "bird2"),
+    ("iptables", "iptables"),
+    ("ipset", "ipset"),
+];
+
+/// Panics, naming the package to install, unless `name` is an executable on `PATH`.
+pub fn require_tool(name: &str) {
+    if find_on_path(name) {
+        return;
+    }
+    let package = PACKAGES
+        .iter()
+        .find(|(tool, _)| *tool == name)
+        .map_or(name, |(_, package)| package);
+    panic!(
+        "required tool `{name}` is not installed: run scripts/setup-test-deps.sh \
+         (or apt-get install -y {package})"
+    );
+}
+
+fn find_on_path(name: &str) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|dir| is_executable(&dir.join(name)))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// A loopback TCP port that was free a moment ago (the OS picks it).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("cannot bind a loopback port")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "required tool `no-such-tool-xyz` is not installed")]
+    fn a_missing_tool_fails_naming_it() {
+        require_tool("no-such-tool-xyz");
+    }
+
+    #[test]
+    fn a_present_tool_passes() {
+        require_tool("sh");
+    }
+}

@@ -19,10 +19,7 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let (pairs, single) = fetch(store, &args.key).await?;
     if pairs.is_empty() {
-        anyhow::bail!(
-            "nothing at {}: no such key and no keys below it",
-            args.key
-        );
+        anyhow::bail!("nothing at {}: no such key and no keys below it", args.key);
     }
     pairs.iter().for_each(warn_if_invalid);
     match (args.output, single) {
@@ -42,10 +39,10 @@ pub async fn run(
 
 /// The exact key if it exists (and does not end in '/'), else everything below it as a prefix.
 async fn fetch(store: &dyn Datastore, key: &str) -> anyhow::Result<(Vec<KvPair>, bool)> {
-    if !key.ends_with('/') {
-        if let Some(pair) = store.get(key).await? {
-            return Ok((vec![pair], true));
-        }
+    if !key.ends_with('/')
+        && let Some(pair) = store.get(key).await?
+    {
+        return Ok((vec![pair], true));
     }
     let prefix = if key.ends_with('/') {
         key.to_owned()

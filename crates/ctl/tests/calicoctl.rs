@@ -1,0 +1,267 @@
+//! calicoctl driven as an operator would: the built binary against a real etcd started on a
+//! free loopback port, with etcdctl alongside to check that the keys are the public ones.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use calico_testkit::{EtcdServer, require_tool};
+
+const WEBSERVER_KEY: &str = "/calico/v1/policy/tier/my-tier/policy/webserver";
+const WEBSERVER: &str = r#"{"selector": "role==\"webserver\"", "order": 100, "inbound_rules": [{"protocol": "tcp", "dst_ports": [80], "action": "allow"}], "outbound_rules": [{"action": "allow"}]}"#;
+
+struct Ctl {
+    etcd: EtcdServer,
+}
+
+impl Ctl {
+    fn start() -> Self {
+        Self {
+            etcd: EtcdServer::start(),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_with_stdin(args, "")
+    }
+
+    fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        calicoctl(&self.etcd.endpoint(), args, stdin)
+    }
+
+    fn etcdctl(&self, args: &[&str]) -> Output {
+        require_tool("etcdctl");
+        Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg("--endpoints")
+            .arg(self.etcd.endpoint())
+            .args(args)
+            .output()
+            .expect("etcdctl runs")
+    }
+}
+
+fn calicoctl(endpoint: &str, args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_calicoctl"))
+        .env("ETCD_ENDPOINTS", endpoint)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("calicoctl starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().expect("calicoctl finishes")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[track_caller]
+fn assert_ok(output: &Output) {
+    assert!(
+        output.status.success(),
+        "calicoctl failed: {}\n{}",
+        stdout(output),
+        stderr(output)
+    );
+}
+
+#[test]
+fn put_then_get_returns_the_value_as_written_and_etcdctl_sees_it() {
+    let ctl = Ctl::start();
+    assert_ok(&ctl.run(&["put", WEBSERVER_KEY, WEBSERVER]));
+    let got = ctl.run(&["get", WEBSERVER_KEY]);
+    assert_ok(&got);
+    assert_eq!(stdout(&got).trim_end(), WEBSERVER);
+    let seen = ctl.etcdctl(&["get", WEBSERVER_KEY, "--print-value-only"]);
+    assert_eq!(stdout(&seen).trim_end(), WEBSERVER);
+}
+
+#[test]
+fn seed_etcdctl_commands_produce_objects_calicoctl_accepts() {
+    let ctl = Ctl::start();
+    let failsafe_meta = "/calico/v1/policy/tier/failsafe/metadata";
+    assert_ok(&ctl.etcdctl(&["put", failsafe_meta, r#"{"order": 0}"#]));
+    assert_ok(&ctl.etcdctl(&["put", "/calico/v1/Ready", "true"]));
+    let listed = ctl.run(&["get", "/calico/v1/"]);
+    assert_ok(&listed);
+    assert!(
+        stdout(&listed).contains(failsafe_meta),
+        "{}",
+        stdout(&listed)
+    );
+    assert!(
+        !stderr(&listed).contains("warning"),
+        "seed objects flagged invalid: {}",
+        stderr(&listed)
+    );
+}
+
+#[test]
+fn an_invalid_object_is_refused_with_field_and_reason_and_nothing_is_written() {
+    let ctl = Ctl::start();
+    let key = "/calico/v1/policy/profile/web/rules";
+    let out = ctl.run(&[
+        "put",
+        key,
+        r#"{"inbound_rules": [{"dst_ports": [80], "action": "allow"}]}"#,
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("inbound_rules[0]"),
+        "no field path in: {}",
+        stderr(&out)
+    );
+    let got = ctl.run(&["get", key]);
+    assert!(!got.status.success(), "the invalid object was written");
+    assert!(stderr(&got).contains("nothing at"), "{}", stderr(&got));
+}
+
+#[test]
+fn get_flags_stored_objects_that_calico_would_treat_as_missing() {
+    let ctl = Ctl::start();
+    let key = "/calico/v1/host/h1/endpoint/eth0";
+    assert_ok(&ctl.etcdctl(&["put", key, r#"{"labels": {"foo": "bar"}}"#]));
+    let out = ctl.run(&["get", key]);
+    assert_ok(&out);
+    assert!(
+        stderr(&out).contains("'name' or 'expected_ipvX_addrs' must be present"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn delete_removes_a_key_and_a_prefix() {
+    let ctl = Ctl::start();
+    let tier = "/calico/v1/policy/tier/my-tier/";
+    assert_ok(&ctl.run(&["put", &format!("{tier}metadata"), r#"{"order": 100}"#]));
+    assert_ok(&ctl.run(&["put", WEBSERVER_KEY, WEBSERVER]));
+    assert_ok(&ctl.run(&["delete", WEBSERVER_KEY]));
+    assert!(!ctl.run(&["get", WEBSERVER_KEY]).status.success());
+    let missing = ctl.run(&["delete", WEBSERVER_KEY]);
+    assert!(!missing.status.success());
+    assert!(
+        stderr(&missing).contains("no such key"),
+        "{}",
+        stderr(&missing)
+    );
+    let out = ctl.run(&["delete", "--prefix", tier]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out).trim(), "deleted 1 keys");
+    let refused = ctl.run(&["delete", "--prefix", "/"]);
+    assert!(!refused.status.success());
+}
+
+#[test]
+fn every_example_bundle_loads_and_get_json_round_trips() {
+    let ctl = Ctl::start();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut bundles: Vec<_> = std::fs::read_dir(&examples)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    bundles.sort();
+    assert!(
+        bundles.len() >= 6,
+        "examples missing in {}",
+        examples.display()
+    );
+    for bundle in &bundles {
+        assert_ok(&ctl.run(&["load", "-f", bundle.to_str().unwrap()]));
+    }
+    let exported = ctl.run(&["get", "/calico/", "-o", "json"]);
+    assert_ok(&exported);
+    assert!(stderr(&exported).is_empty(), "{}", stderr(&exported));
+
+    let other = Ctl::start();
+    assert_ok(&other.run_with_stdin(&["load", "-f", "-"], &stdout(&exported)));
+    let again = other.run(&["get", "/calico/", "-o", "json"]);
+    assert_eq!(stdout(&again), stdout(&exported));
+}
+
+#[test]
+fn a_bundle_with_one_invalid_entry_writes_nothing() {
+    let ctl = Ctl::start();
+    let bundle = r#"{
+        "/calico/v1/policy/tier/t1/metadata": {"order": 1},
+        "/calico/v1/policy/tier/t1/policy/p1": {"selector": "a ==", "order": 1}
+    }"#;
+    let out = ctl.run_with_stdin(&["load", "-f", "-"], bundle);
+    assert!(!out.status.success());
+    assert!(stdout(&out).contains("selector"), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("nothing was written"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !ctl.run(&["get", "/calico/v1/policy/tier/t1/metadata"])
+            .status
+            .success()
+    );
+}
+
+#[test]
+fn validate_prints_ok_or_the_precise_error() {
+    let ok = calicoctl(
+        "http://127.0.0.1:1",
+        &["validate", WEBSERVER_KEY, WEBSERVER],
+        "",
+    );
+    assert_ok(&ok);
+    assert_eq!(stdout(&ok).trim(), "OK");
+    let bad = calicoctl(
+        "http://127.0.0.1:1",
+        &["validate", "/calico/v1/host/h/endpoint/e", "-f", "-"],
+        r#"{"labels": {"foo": "bar"}, "profile_ids": ["profl"]}"#,
+    );
+    assert!(!bad.status.success());
+    assert!(
+        stdout(&bad).contains("'name' or 'expected_ipvX_addrs' must be present"),
+        "{}",
+        stdout(&bad)
+    );
+}
+
+#[test]
+fn selector_eval_prints_one_verdict_per_line() {
+    let input = [
+        r#"{"selector": "role == \"db\"", "labels": {"role": "db"}}"#,
+        r#"{"selector": "role != \"db\"", "labels": {}}"#,
+        r#"{"selector": "has(role) && role in {\"a\", \"b\"}", "labels": {"role": "c"}}"#,
+        r#"{"selector": "role = \"db\"", "labels": {}}"#,
+        r#"not json"#,
+    ]
+    .join("\n");
+    let out = calicoctl("http://127.0.0.1:1", &["selector", "eval"], &input);
+    assert_ok(&out);
+    let lines: Vec<String> = stdout(&out).lines().map(str::to_owned).collect();
+    assert_eq!(lines[..3], ["true", "true", "false"]);
+    assert!(lines[3].starts_with("error: "), "{}", lines[3]);
+    assert!(
+        lines[4].starts_with("error: invalid input line"),
+        "{}",
+        lines[4]
+    );
+    assert_eq!(lines.len(), 5);
+}
+
+#[test]
+fn an_unreachable_etcd_is_reported_with_its_endpoint() {
+    let out = calicoctl("http://127.0.0.1:9", &["get", "/calico/"], "");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("127.0.0.1:9"), "{}", stderr(&out));
+}

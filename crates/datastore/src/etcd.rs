@@ -1,0 +1,466 @@
+//! The etcd v3 backend: several endpoints, optional TLS (CA, client certificate and key), and
+//! connection checked up front so an unreachable etcd fails fast with the endpoints named.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::{
+    Certificate, Client, Compare as EtcdCompare, CompareOp, ConnectOptions, DeleteOptions,
+    EventType, GetOptions, Identity, TlsOptions, Txn, TxnOp as EtcdTxnOp, WatchOptions,
+};
+use futures::stream::{self, StreamExt};
+
+use crate::watch::{self, Break, ChangeStream, Source, Start, Watch, WatchEvent};
+use crate::{Compare, Datastore, DatastoreError, Expect, KvPair, TxnOp};
+
+/// How to reach etcd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdConfig {
+    /// `http://host:port` or `https://host:port`; several for a cluster.
+    pub endpoints: Vec<String>,
+    /// The CA that signed etcd's server certificate (PEM).
+    pub ca_file: Option<PathBuf>,
+    /// The client certificate presented to etcd (PEM); needs `key_file`.
+    pub cert_file: Option<PathBuf>,
+    /// The private key of the client certificate (PEM).
+    pub key_file: Option<PathBuf>,
+    /// How long connecting may take before the endpoint counts as unreachable.
+    pub connect_timeout: Duration,
+    /// How long one request may take.
+    pub request_timeout: Duration,
+}
+
+impl Default for EtcdConfig {
+    fn default() -> Self {
+        EtcdConfig {
+            endpoints: vec!["http://127.0.0.1:2379".to_owned()],
+            ca_file: None,
+            cert_file: None,
+            key_file: None,
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A connected etcd client. Cloning shares the connections.
+///
+/// Each endpoint has its own connection; requests go to the current one and fail over to the
+/// next when an endpoint refuses connections, and are retried once when a connection turns
+/// out to be stale (etcd restarted): in both cases the request never reached etcd.
+#[derive(Clone)]
+pub struct EtcdDatastore {
+    clients: Arc<Vec<Client>>,
+    current: Arc<AtomicUsize>,
+    endpoints: String,
+}
+
+impl std::fmt::Debug for EtcdDatastore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdDatastore")
+            .field("endpoints", &self.endpoints)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EtcdDatastore {
+    /// Connects and checks that etcd answers.
+    pub async fn connect(config: EtcdConfig) -> Result<EtcdDatastore, DatastoreError> {
+        if config.endpoints.is_empty() {
+            return Err(DatastoreError::Config(
+                "no etcd endpoints given (--etcd-endpoints / ETCD_ENDPOINTS)".to_owned(),
+            ));
+        }
+        let endpoints = config.endpoints.join(",");
+        let options = connect_options(&config)?;
+        let unreachable = |reason: String| DatastoreError::Unreachable {
+            endpoints: endpoints.clone(),
+            reason,
+        };
+        let mut clients = Vec::new();
+        for endpoint in &config.endpoints {
+            let connecting = Client::connect([endpoint], Some(options.clone()));
+            let client = tokio::time::timeout(config.connect_timeout, connecting)
+                .await
+                .map_err(|_| {
+                    unreachable(format!(
+                        "{endpoint}: no answer within {:?}",
+                        config.connect_timeout
+                    ))
+                })?
+                .map_err(|e| unreachable(format!("{endpoint}: {e}")))?;
+            clients.push(client);
+        }
+        let store = EtcdDatastore {
+            clients: Arc::new(clients),
+            current: Arc::new(AtomicUsize::new(0)),
+            endpoints: endpoints.clone(),
+        };
+        let probe = store.call("get", "/calico/v1/Ready", |mut client| async move {
+            client.get("/calico/v1/Ready", None).await
+        });
+        tokio::time::timeout(config.connect_timeout, probe)
+            .await
+            .map_err(|_| unreachable(format!("no answer within {:?}", config.connect_timeout)))??;
+        Ok(store)
+    }
+
+    /// Runs one request, failing over between endpoints on errors that prove the request was
+    /// not delivered.
+    async fn call<T, F, Fut>(
+        &self,
+        operation: &'static str,
+        key: &str,
+        request: F,
+    ) -> Result<T, DatastoreError>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let attempts = 2 * self.clients.len() + 1;
+        let mut attempt = 1;
+        loop {
+            let index = self.current.load(Ordering::Relaxed) % self.clients.len();
+            let error = match request(self.clients[index].clone()).await {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            };
+            match undelivered(&error) {
+                Some(kind) if attempt < attempts => {
+                    if kind == std::io::ErrorKind::ConnectionRefused {
+                        let next = (index + 1) % self.clients.len();
+                        let _ = self.current.compare_exchange(
+                            index,
+                            next,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        );
+                    }
+                    tracing::debug!(%error, "etcd request not delivered; retrying");
+                    attempt += 1;
+                }
+                _ => return Err(classify(&self.endpoints, operation, key, error)),
+            }
+        }
+    }
+
+    /// The connection to use for a long-running watch.
+    fn client(&self) -> Client {
+        self.clients[self.current.load(Ordering::Relaxed) % self.clients.len()].clone()
+    }
+
+    /// Compacts etcd's history up to `revision` (operators do this to bound etcd's size;
+    /// watchers behind it resync).
+    pub async fn compact(&self, revision: i64) -> Result<(), DatastoreError> {
+        self.call("compact", "", |mut client| async move {
+            client.compact(revision, None).await
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The current store revision.
+    pub async fn revision(&self) -> Result<i64, DatastoreError> {
+        let response = self
+            .call("get", "/", |mut client| async move {
+                let options = GetOptions::new().with_count_only();
+                client.get("/", Some(options)).await
+            })
+            .await?;
+        Ok(response.header().map_or(0, |h| h.revision()))
+    }
+}
+
+/// The kind of I/O error behind `error` when it proves the request never reached etcd: the
+/// connection was refused, or the (stale) connection was already closed when sending.
+fn undelivered(error: &etcd_client::Error) -> Option<std::io::ErrorKind> {
+    use std::io::ErrorKind;
+    // etcd_client::Error has no `source()`: start from the error it wraps.
+    let mut source: Option<&(dyn std::error::Error + 'static)> = match error {
+        etcd_client::Error::GRpcStatus(status) => Some(status),
+        etcd_client::Error::TransportError(transport) => Some(transport),
+        etcd_client::Error::IoError(io) => Some(io),
+        _ => None,
+    };
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                ErrorKind::ConnectionRefused | ErrorKind::BrokenPipe | ErrorKind::NotConnected
+            )
+        {
+            return Some(io.kind());
+        }
+        source = cause.source();
+    }
+    None
+}
+
+/// Connection-level failures become `Unreachable`; the rest name the operation and key.
+fn classify(
+    endpoints: &str,
+    operation: &'static str,
+    key: &str,
+    error: etcd_client::Error,
+) -> DatastoreError {
+    let unreachable = match &error {
+        etcd_client::Error::TransportError(_) => true,
+        etcd_client::Error::GRpcStatus(status) => matches!(
+            status.code(),
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded
+        ),
+        _ => false,
+    };
+    if unreachable {
+        return DatastoreError::Unreachable {
+            endpoints: endpoints.to_owned(),
+            reason: error.to_string(),
+        };
+    }
+    DatastoreError::Etcd {
+        operation,
+        key: key.to_owned(),
+        reason: error.to_string(),
+    }
+}
+
+fn connect_options(config: &EtcdConfig) -> Result<ConnectOptions, DatastoreError> {
+    let options = ConnectOptions::new()
+        .with_connect_timeout(config.connect_timeout)
+        .with_timeout(config.request_timeout)
+        .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
+    let uses_tls = config.endpoints.iter().any(|e| e.starts_with("https://"));
+    let has_tls_files =
+        config.ca_file.is_some() || config.cert_file.is_some() || config.key_file.is_some();
+    if !uses_tls {
+        if has_tls_files {
+            return Err(DatastoreError::Config(
+                "TLS files given but the endpoints are http://; use https:// endpoints".to_owned(),
+            ));
+        }
+        return Ok(options);
+    }
+    Ok(options.with_tls(tls_options(config)?))
+}
+
+fn tls_options(config: &EtcdConfig) -> Result<TlsOptions, DatastoreError> {
+    let mut tls = TlsOptions::new();
+    if let Some(ca) = &config.ca_file {
+        tls = tls.ca_certificate(Certificate::from_pem(read("CA certificate", ca)?));
+    }
+    match (&config.cert_file, &config.key_file) {
+        (Some(cert), Some(key)) => {
+            let identity =
+                Identity::from_pem(read("client certificate", cert)?, read("client key", key)?);
+            tls = tls.identity(identity);
+        }
+        (None, None) => {}
+        _ => {
+            return Err(DatastoreError::Config(
+                "a client certificate needs its key and a key its certificate: give both \
+                 --etcd-cert-file and --etcd-key-file"
+                    .to_owned(),
+            ));
+        }
+    }
+    Ok(tls)
+}
+
+fn read(kind: &'static str, file: &Path) -> Result<Vec<u8>, DatastoreError> {
+    std::fs::read(file).map_err(|e| DatastoreError::TlsFile {
+        kind,
+        file: file.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+fn to_pair(kv: &etcd_client::KeyValue) -> Result<KvPair, DatastoreError> {
+    let key = String::from_utf8_lossy(kv.key()).into_owned();
+    let value = kv
+        .value_str()
+        .map_err(|_| DatastoreError::NotText { key: key.clone() })?;
+    Ok(KvPair {
+        value: value.to_owned(),
+        mod_revision: kv.mod_revision(),
+        key,
+    })
+}
+
+fn etcd_compare(compare: &Compare) -> EtcdCompare {
+    match compare.expect {
+        Expect::Absent => EtcdCompare::version(compare.key.as_str(), CompareOp::Equal, 0),
+        Expect::ModRevision(revision) => {
+            EtcdCompare::mod_revision(compare.key.as_str(), CompareOp::Equal, revision)
+        }
+    }
+}
+
+fn etcd_op(op: &TxnOp) -> EtcdTxnOp {
+    match op {
+        TxnOp::Put { key, value } => EtcdTxnOp::put(key.as_str(), value.as_str(), None),
+        TxnOp::Delete { key } => EtcdTxnOp::delete(key.as_str(), None),
+    }
+}
+
+#[async_trait]
+impl Datastore for EtcdDatastore {
+    async fn get(&self, key: &str) -> Result<Option<KvPair>, DatastoreError> {
+        let response = self
+            .call("get", key, |mut client| async move {
+                client.get(key, None).await
+            })
+            .await?;
+        response.kvs().first().map(to_pair).transpose()
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<KvPair>, DatastoreError> {
+        Ok(self.snapshot(prefix).await?.0)
+    }
+
+    async fn put(&self, key: &str, value: &str) -> Result<i64, DatastoreError> {
+        let response = self
+            .call("put", key, |mut client| async move {
+                client.put(key, value, None).await
+            })
+            .await?;
+        Ok(response.header().map_or(0, |h| h.revision()))
+    }
+
+    async fn delete(&self, key: &str) -> Result<bool, DatastoreError> {
+        let response = self
+            .call("delete", key, |mut client| async move {
+                client.delete(key, None).await
+            })
+            .await?;
+        Ok(response.deleted() > 0)
+    }
+
+    async fn delete_prefix(&self, prefix: &str) -> Result<u64, DatastoreError> {
+        let response = self
+            .call("delete", prefix, |mut client| async move {
+                let options = DeleteOptions::new().with_prefix();
+                client.delete(prefix, Some(options)).await
+            })
+            .await?;
+        Ok(u64::try_from(response.deleted()).unwrap_or(0))
+    }
+
+    async fn transaction(
+        &self,
+        compares: &[Compare],
+        ops: &[TxnOp],
+    ) -> Result<bool, DatastoreError> {
+        let txn = Txn::new()
+            .when(compares.iter().map(etcd_compare).collect::<Vec<_>>())
+            .and_then(ops.iter().map(etcd_op).collect::<Vec<_>>());
+        let first = compares
+            .first()
+            .map(|c| c.key.as_str())
+            .or_else(|| ops.first().map(op_key))
+            .unwrap_or("");
+        let response = self
+            .call("transaction on", first, |mut client| {
+                let txn = txn.clone();
+                async move { client.txn(txn).await }
+            })
+            .await?;
+        Ok(response.succeeded())
+    }
+
+    async fn watch(&self, prefix: &str) -> Result<Watch, DatastoreError> {
+        Ok(watch::spawn(self.clone(), prefix, Start::Snapshot))
+    }
+
+    async fn resume_watch(
+        &self,
+        prefix: &str,
+        known: Vec<KvPair>,
+        revision: i64,
+    ) -> Result<Watch, DatastoreError> {
+        Ok(watch::spawn(
+            self.clone(),
+            prefix,
+            Start::Resume { known, revision },
+        ))
+    }
+}
+
+fn op_key(op: &TxnOp) -> &str {
+    match op {
+        TxnOp::Put { key, .. } | TxnOp::Delete { key } => key,
+    }
+}
+
+#[async_trait]
+impl Source for EtcdDatastore {
+    async fn snapshot(&self, prefix: &str) -> Result<(Vec<KvPair>, i64), DatastoreError> {
+        let response = self
+            .call("list", prefix, |mut client| async move {
+                client
+                    .get(prefix, Some(GetOptions::new().with_prefix()))
+                    .await
+            })
+            .await?;
+        let revision = response.header().map_or(0, |h| h.revision());
+        let pairs = response
+            .kvs()
+            .iter()
+            .map(to_pair)
+            .collect::<Result<_, _>>()?;
+        Ok((pairs, revision))
+    }
+
+    async fn changes(&self, prefix: &str, from: i64) -> Result<ChangeStream, Break> {
+        let options = WatchOptions::new().with_prefix().with_start_revision(from);
+        let stream = self
+            .client()
+            .watch(prefix, Some(options))
+            .await
+            .map_err(|e| Break::Lost(e.to_string()))?;
+        Ok(stream::unfold(Some(stream), next_batch).boxed())
+    }
+}
+
+/// Reads one watch response and turns it into a batch of changes, or the reason the watch
+/// broke (after which the stream ends).
+async fn next_batch(
+    stream: Option<etcd_client::WatchStream>,
+) -> Option<(
+    Result<Vec<WatchEvent>, Break>,
+    Option<etcd_client::WatchStream>,
+)> {
+    let mut stream = stream?;
+    let item = match stream.message().await {
+        Ok(Some(response)) if response.compact_revision() > 0 => Err(Break::Compacted),
+        Ok(Some(response)) if response.canceled() => Err(Break::Lost(format!(
+            "etcd cancelled the watch: {}",
+            response.cancel_reason()
+        ))),
+        Ok(Some(response)) => Ok(response.events().iter().filter_map(to_event).collect()),
+        Ok(None) => Err(Break::Lost("etcd closed the watch".to_owned())),
+        Err(error) => Err(Break::Lost(error.to_string())),
+    };
+    let keep = item.is_ok().then_some(stream);
+    Some((item, keep))
+}
+
+fn to_event(event: &etcd_client::Event) -> Option<WatchEvent> {
+    let kv = event.kv()?;
+    match event.event_type() {
+        EventType::Put => match to_pair(kv) {
+            Ok(pair) => Some(WatchEvent::Put(pair)),
+            Err(error) => {
+                tracing::warn!(%error, "ignoring a change that is not text");
+                None
+            }
+        },
+        EventType::Delete => Some(WatchEvent::Delete {
+            key: String::from_utf8_lossy(kv.key()).into_owned(),
+            mod_revision: kv.mod_revision(),
+        }),
+    }
+}
