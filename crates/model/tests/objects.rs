@@ -1,6 +1,8 @@
 //! The security objects of the data model: every seed example parses, validates and
 //! round-trips; every validation rule refuses with the field path and reason it documents.
 
+mod common;
+
 use std::fmt::Debug;
 
 use calico_model::endpoint::{EndpointState, HostEndpoint, MacAddr, WorkloadEndpoint};
@@ -9,25 +11,9 @@ use calico_model::profile::{ProfileLabels, ProfileRules, ProfileTags};
 use calico_model::rule::{Action, IpVersion, PortRange, Protocol, Rule};
 use calico_model::selector::Selector;
 use calico_model::{Validate, ValidationError, from_json};
+use common::{fixture, round_trip};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-
-fn fixture(name: &str) -> String {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-/// Parses and validates, serialises, parses again: both parses must be equal.
-fn round_trip<T>(json: &str) -> T
-where
-    T: DeserializeOwned + Serialize + Validate + PartialEq + Debug,
-{
-    let parsed: T = from_json(json).unwrap_or_else(|e| panic!("{e}\n{json}"));
-    let written = serde_json::to_string(&parsed).unwrap();
-    let again: T = from_json(&written).unwrap_or_else(|e| panic!("{e}\n{written}"));
-    assert_eq!(parsed, again, "after writing {written}");
-    parsed
-}
 
 fn seed<T>(name: &str) -> T
 where
@@ -88,22 +74,7 @@ mod seeds {
 
     #[test]
     fn every_fixture_is_tested() {
-        let dir = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
-        let mut found: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-            .filter(|name| name.ends_with(".json"))
-            // IP pools, IPAM and BGP fixtures belong to tests/values.rs.
-            .filter(|name| {
-                !["pool-", "ipam-", "bgp-"]
-                    .iter()
-                    .any(|p| name.starts_with(p))
-            })
-            .collect();
-        found.sort();
-        let mut tested = TESTED.map(String::from).to_vec();
-        tested.sort();
-        assert_eq!(found, tested);
+        common::assert_all_fixtures_tested(|name| !common::value_fixture(name), &TESTED);
     }
 
     #[test]

@@ -1,19 +1,13 @@
 //! Values checked against their keys: IP pools, IPAM blocks and handles, BGP settings, Felix
 //! status; the seed examples parse and round-trip, and every mismatch names the field.
 
-use std::fmt::Debug;
+mod common;
 
 use calico_model::bgp::{AsNumber, BgpPeer, NodeMesh};
 use calico_model::ipam::{AllocationBlock, AllocationHandle};
 use calico_model::pool::IpPool;
-use calico_model::{Key, Validate, ValidationError, Value, from_json, parse_value};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-
-fn fixture(name: &str) -> String {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
+use calico_model::{Key, ValidationError, Value, parse_value};
+use common::{fixture, round_trip};
 
 fn value(key: &str, raw: &str) -> Value {
     let key = Key::parse(key).unwrap();
@@ -28,18 +22,6 @@ fn refused(key: &str, raw: &str) -> ValidationError {
     }
 }
 
-/// Parses, writes, parses again: equal.
-fn round_trip<T>(json: &str) -> T
-where
-    T: DeserializeOwned + Serialize + Validate + PartialEq + Debug,
-{
-    let parsed: T = from_json(json).unwrap_or_else(|e| panic!("{e}\n{json}"));
-    let written = serde_json::to_string(&parsed).unwrap();
-    let again: T = from_json(&written).unwrap_or_else(|e| panic!("{e}\n{written}"));
-    assert_eq!(parsed, again, "after writing {written}");
-    parsed
-}
-
 /// The fixtures of this file (the others belong to tests/objects.rs).
 const TESTED: [&str; 6] = [
     "pool-v4.json",
@@ -52,20 +34,7 @@ const TESTED: [&str; 6] = [
 
 #[test]
 fn every_fixture_is_tested() {
-    let dir = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
-    let mut found: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-        .filter(|name| {
-            ["pool-", "ipam-", "bgp-"]
-                .iter()
-                .any(|p| name.starts_with(p))
-        })
-        .collect();
-    found.sort();
-    let mut tested = TESTED.map(String::from).to_vec();
-    tested.sort();
-    assert_eq!(found, tested);
+    common::assert_all_fixtures_tested(common::value_fixture, &TESTED);
 }
 
 #[test]
