@@ -66,6 +66,11 @@ printf '%s\n' \
   '{"selector": "role = \"webserver\"", "labels": {}}' |
   { printf '\n\033[1m$ calicoctl selector eval  # three JSON lines on stdin\033[0m\n'; "$CALICOCTL" selector eval; }
 echo
+echo "How the policy judges a packet: frontend-1 (10.65.0.2) connecting to postgres-1 on 5432:"
+step "$CALICOCTL" policy explain \
+  --endpoint /calico/v1/host/my-host/workload/docker/postgres-1/endpoint/eth0 \
+  --src 10.65.0.2 --protocol tcp --dst-port 5432
+echo
 echo "The same keys work with etcdctl:"
 step env ETCDCTL_API=3 etcdctl --endpoints "$ETCD_ENDPOINTS" get /calico/v1/Ready
 

@@ -57,6 +57,57 @@ pub enum Command {
         #[command(subcommand)]
         command: SelectorCommand,
     },
+    /// Work with tiered policy and profiles
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Show how the policy in the datastore judges one packet at one endpoint: every tier,
+    /// policy, profile and rule consulted, and what decided. Reads the live datastore.
+    Explain(ExplainArgs),
+}
+
+/// Inbound is traffic to the endpoint (its inbound rules), outbound traffic from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DirectionArg {
+    Inbound,
+    Outbound,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The endpoint's key: /calico/v1/host/<host>/workload/<orch>/<workload>/endpoint/<id>
+    /// or /calico/v1/host/<host>/endpoint/<id>
+    #[arg(long)]
+    pub endpoint: String,
+    /// Which of the endpoint's rules apply
+    #[arg(long, value_enum, default_value_t = DirectionArg::Inbound)]
+    pub direction: DirectionArg,
+    /// Source address (default for outbound: the endpoint's first address)
+    #[arg(long)]
+    pub src: Option<std::net::IpAddr>,
+    /// Destination address (default for inbound: the endpoint's first address)
+    #[arg(long)]
+    pub dst: Option<std::net::IpAddr>,
+    /// Protocol name (tcp, udp, icmp, icmpv6, sctp, udplite) or number 1-255
+    #[arg(long, default_value = "tcp")]
+    pub protocol: String,
+    /// Source port (tcp, udp, sctp, udplite)
+    #[arg(long)]
+    pub src_port: Option<u16>,
+    /// Destination port (tcp, udp, sctp, udplite)
+    #[arg(long)]
+    pub dst_port: Option<u16>,
+    /// ICMP type (icmp, icmpv6)
+    #[arg(long)]
+    pub icmp_type: Option<u8>,
+    /// ICMP code (icmp, icmpv6)
+    #[arg(long)]
+    pub icmp_code: Option<u8>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -14,7 +14,7 @@ pub mod connect;
 
 use std::process::ExitCode;
 
-use cli::{Cli, Command, SelectorCommand};
+use cli::{Cli, Command, PolicyCommand, SelectorCommand};
 
 /// Runs one parsed command line. Errors are returned for `main` to print; a command that has
 /// already explained a failure (e.g. `validate`) returns a failing exit code instead.
@@ -34,6 +34,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     commands::delete::run(store.as_ref(), &args, &mut out).await
                 }
                 Command::Load(args) => commands::load::run(store.as_ref(), &args, &mut out).await,
+                Command::Policy {
+                    command: PolicyCommand::Explain(args),
+                } => commands::explain::run(store.as_ref(), &args, &mut out).await,
                 Command::Selector { .. } | Command::Validate(_) => unreachable!("handled above"),
             }
         }

@@ -265,3 +265,55 @@ fn an_unreachable_etcd_is_reported_with_its_endpoint() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("127.0.0.1:9"), "{}", stderr(&out));
 }
+
+#[test]
+fn policy_explain_names_what_decided() {
+    let ctl = Ctl::start();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    for bundle in [
+        "10-failsafe-tier.json",
+        "30-profiles.json",
+        "40-endpoints.json",
+    ] {
+        let path = examples.join(bundle);
+        assert_ok(&ctl.run(&["load", "-f", path.to_str().unwrap()]));
+    }
+    let postgres = "/calico/v1/host/my-host/workload/docker/postgres-1/endpoint/eth0";
+    let explain = |src: &str, port: &str| {
+        let args = ["policy", "explain", "--endpoint", postgres, "--src", src];
+        let out = ctl.run(&[&args[..], &["--dst-port", port]].concat());
+        assert_ok(&out);
+        stdout(&out)
+    };
+    // frontend-1 (10.65.0.2) has profile db-user, whose tag the database profile admits.
+    let allowed = explain("10.65.0.2", "5432");
+    assert!(
+        allowed.contains("tier failsafe policy failsafe: rule 3 matches (next-tier)"),
+        "{allowed}"
+    );
+    assert!(
+        allowed
+            .trim_end()
+            .ends_with("allow: profile database, rule 1 (allow)"),
+        "{allowed}"
+    );
+    assert!(
+        allowed.contains("tcp 10.65.0.2 -> 10.65.0.3:5432"),
+        "{allowed}"
+    );
+    let denied = explain("10.65.0.99", "5432");
+    assert!(
+        denied.trim_end().ends_with("deny: no profile rule matched"),
+        "{denied}"
+    );
+    let bad = ctl.run(&[
+        "policy",
+        "explain",
+        "--endpoint",
+        "/calico/v1/Ready",
+        "--src",
+        "10.0.0.1",
+    ]);
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("not an endpoint"), "{}", stderr(&bad));
+}

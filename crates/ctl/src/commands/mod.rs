@@ -2,6 +2,7 @@
 //! logic is testable without a terminal.
 
 pub mod delete;
+pub mod explain;
 pub mod get;
 pub mod load;
 pub mod put;

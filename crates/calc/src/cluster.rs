@@ -1,0 +1,282 @@
+//! The cluster as the datastore describes it: endpoints, profiles, tiers and policies, kept up to
+//! date from datastore updates. Invalid values are logged at WARNING with the key and reason and
+//! treated as missing, so a workload with bad config fails closed and is picked up again once
+//! its config is fixed.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use calico_model::endpoint::{EndpointState, HostEndpoint, WorkloadEndpoint};
+use calico_model::key::{HostEndpointId, Key, WorkloadEndpointId};
+use calico_model::labels::LabelMap;
+use calico_model::policy::{Order, Policy};
+use calico_model::profile::ProfileRules;
+use calico_model::{Value, parse_value};
+
+/// Which endpoint: a workload's interface or a host's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EndpointKey {
+    Workload(WorkloadEndpointId),
+    Host(HostEndpointId),
+}
+
+impl EndpointKey {
+    /// The host the endpoint is on.
+    pub fn hostname(&self) -> &str {
+        match self {
+            EndpointKey::Workload(id) => &id.hostname,
+            EndpointKey::Host(id) => &id.hostname,
+        }
+    }
+
+    /// The datastore key of the endpoint.
+    pub fn to_key(&self) -> Key {
+        match self {
+            EndpointKey::Workload(id) => Key::WorkloadEndpoint(id.clone()),
+            EndpointKey::Host(id) => Key::HostEndpoint(id.clone()),
+        }
+    }
+}
+
+impl std::fmt::Display for EndpointKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.to_key())
+    }
+}
+
+/// What policy needs to know of an endpoint, whichever kind it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Inactive workload endpoints pass no traffic.
+    pub active: bool,
+    pub profile_ids: Vec<String>,
+    pub labels: LabelMap,
+    /// The addresses rules resolve tags and selectors to: a workload's `ipv4_nets` /
+    /// `ipv6_nets`, a host endpoint's `expected_ipvX_addrs`.
+    pub addresses: Vec<IpAddr>,
+}
+
+impl From<&WorkloadEndpoint> for Endpoint {
+    fn from(wep: &WorkloadEndpoint) -> Endpoint {
+        let nets = wep.ipv4_nets.iter().chain(&wep.ipv6_nets);
+        Endpoint {
+            active: wep.state == EndpointState::Active,
+            profile_ids: wep.profile_ids.clone(),
+            labels: wep.labels.clone(),
+            addresses: nets.map(|net| net.addr()).collect(),
+        }
+    }
+}
+
+impl From<&HostEndpoint> for Endpoint {
+    fn from(hep: &HostEndpoint) -> Endpoint {
+        let addrs = hep
+            .expected_ipv4_addrs
+            .iter()
+            .chain(&hep.expected_ipv6_addrs);
+        Endpoint {
+            active: true,
+            profile_ids: hep.profile_ids.clone(),
+            labels: hep.labels.clone(),
+            addresses: addrs.copied().collect(),
+        }
+    }
+}
+
+/// A profile's three keys; each may be missing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Profile {
+    pub rules: Option<ProfileRules>,
+    pub tags: Vec<String>,
+    pub labels: LabelMap,
+}
+
+impl Profile {
+    /// A profile exists for policy once its rules do.
+    pub fn exists(&self) -> bool {
+        self.rules.is_some()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.rules.is_none() && self.tags.is_empty() && self.labels.is_empty()
+    }
+}
+
+/// A tier: its order (from its metadata; `default` while that is missing) and its policies.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tier {
+    pub order: Order,
+    pub has_metadata: bool,
+    pub policies: BTreeMap<String, Policy>,
+}
+
+/// What an update did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// The key is not one policy calculation uses.
+    Ignored,
+    /// The object was stored, replaced or removed.
+    Changed,
+    /// The value was invalid: the object is now treated as missing.
+    Invalid { reason: String },
+}
+
+/// Every object policy depends on, cluster-wide.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cluster {
+    pub endpoints: BTreeMap<EndpointKey, Endpoint>,
+    pub profiles: BTreeMap<String, Profile>,
+    pub tiers: BTreeMap<String, Tier>,
+}
+
+impl Cluster {
+    /// Applies one datastore update: `Some(value)` for a put, `None` for a delete.
+    pub fn apply(&mut self, key: &str, value: Option<&str>) -> Applied {
+        let Ok(parsed) = Key::parse(key) else {
+            return Applied::Ignored;
+        };
+        if !self.uses(&parsed) {
+            return Applied::Ignored;
+        }
+        let Some(raw) = value else {
+            self.remove(&parsed);
+            return Applied::Changed;
+        };
+        match parse_value(&parsed, raw) {
+            Ok(value) => {
+                self.store(parsed, value);
+                Applied::Changed
+            }
+            Err(error) => {
+                tracing::warn!(key, %error, "invalid {}; treating it as missing", parsed.kind());
+                self.remove(&parsed);
+                Applied::Invalid {
+                    reason: error.to_string(),
+                }
+            }
+        }
+    }
+
+    fn uses(&self, key: &Key) -> bool {
+        matches!(
+            key,
+            Key::WorkloadEndpoint(_)
+                | Key::HostEndpoint(_)
+                | Key::ProfileRules { .. }
+                | Key::ProfileTags { .. }
+                | Key::ProfileLabels { .. }
+                | Key::TierMetadata { .. }
+                | Key::Policy { .. }
+        )
+    }
+
+    fn store(&mut self, key: Key, value: Value) {
+        match (key, value) {
+            (Key::WorkloadEndpoint(id), Value::WorkloadEndpoint(wep)) => {
+                let endpoint = Endpoint::from(wep.as_ref());
+                self.endpoints.insert(EndpointKey::Workload(id), endpoint);
+            }
+            (Key::HostEndpoint(id), Value::HostEndpoint(hep)) => {
+                let endpoint = Endpoint::from(hep.as_ref());
+                self.endpoints.insert(EndpointKey::Host(id), endpoint);
+            }
+            (Key::ProfileRules { profile }, Value::ProfileRules(rules)) => {
+                self.profiles.entry(profile).or_default().rules = Some(*rules);
+            }
+            (Key::ProfileTags { profile }, Value::ProfileTags(tags)) => {
+                self.profiles.entry(profile).or_default().tags = tags.0;
+            }
+            (Key::ProfileLabels { profile }, Value::ProfileLabels(labels)) => {
+                self.profiles.entry(profile).or_default().labels = labels.0;
+            }
+            (Key::TierMetadata { tier }, Value::TierMetadata(metadata)) => {
+                let tier = self.tiers.entry(tier).or_default();
+                tier.order = metadata.order;
+                tier.has_metadata = true;
+            }
+            (Key::Policy { tier, policy }, Value::Policy(value)) => {
+                let tier = self.tiers.entry(tier).or_default();
+                tier.policies.insert(policy, *value);
+            }
+            (key, _) => unreachable!("parse_value typed {key} by its key"),
+        }
+    }
+
+    fn remove(&mut self, key: &Key) {
+        match key {
+            Key::WorkloadEndpoint(id) => {
+                self.endpoints.remove(&EndpointKey::Workload(id.clone()));
+            }
+            Key::HostEndpoint(id) => {
+                self.endpoints.remove(&EndpointKey::Host(id.clone()));
+            }
+            Key::ProfileRules { profile } => self.edit_profile(profile, |p| p.rules = None),
+            Key::ProfileTags { profile } => self.edit_profile(profile, |p| p.tags.clear()),
+            Key::ProfileLabels { profile } => self.edit_profile(profile, |p| p.labels.clear()),
+            Key::TierMetadata { tier } => self.edit_tier(tier, |t| {
+                t.order = Order::Default;
+                t.has_metadata = false;
+            }),
+            Key::Policy { tier, policy } => self.edit_tier(tier, |t| {
+                t.policies.remove(policy);
+            }),
+            _ => {}
+        }
+    }
+
+    fn edit_profile(&mut self, id: &str, edit: impl FnOnce(&mut Profile)) {
+        if let Some(profile) = self.profiles.get_mut(id) {
+            edit(profile);
+            if profile.is_empty() {
+                self.profiles.remove(id);
+            }
+        }
+    }
+
+    fn edit_tier(&mut self, name: &str, edit: impl FnOnce(&mut Tier)) {
+        if let Some(tier) = self.tiers.get_mut(name) {
+            edit(tier);
+            if !tier.has_metadata && tier.policies.is_empty() {
+                self.tiers.remove(name);
+            }
+        }
+    }
+
+    /// The labels selectors see on an endpoint: its own, over those of its profiles (among
+    /// profiles, the first in `profile_ids` wins).
+    pub fn effective_labels(&self, endpoint: &Endpoint) -> LabelMap {
+        let mut labels = endpoint.labels.clone();
+        for id in &endpoint.profile_ids {
+            if let Some(profile) = self.profiles.get(id) {
+                for (name, value) in &profile.labels {
+                    labels.entry(name.clone()).or_insert_with(|| value.clone());
+                }
+            }
+        }
+        labels
+    }
+
+    /// Whether the endpoint is a member of `tag`: one of its profiles lists it.
+    pub fn has_tag(&self, endpoint: &Endpoint, tag: &str) -> bool {
+        endpoint.profile_ids.iter().any(|id| {
+            self.profiles
+                .get(id)
+                .is_some_and(|p| p.tags.iter().any(|t| t == tag))
+        })
+    }
+
+    /// The endpoints that own `address`, cluster-wide.
+    pub fn endpoints_with_address(&self, address: IpAddr) -> impl Iterator<Item = &Endpoint> {
+        self.endpoints
+            .values()
+            .filter(move |e| e.addresses.contains(&address))
+    }
+
+    /// The tiers in the order they apply: `order` ascending (`default` last), then name.
+    pub fn ordered_tiers(&self) -> Vec<(&str, &Tier)> {
+        let mut tiers: Vec<(&str, &Tier)> =
+            self.tiers.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        tiers.sort_by(|a, b| a.1.order.cmp(&b.1.order).then(a.0.cmp(b.0)));
+        tiers
+    }
+}
