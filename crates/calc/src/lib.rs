@@ -2,8 +2,14 @@
 //! updates) and the reference evaluator ([`explain`]) that judges a packet at an endpoint
 //! straight from the seeds' semantics.
 
+pub mod calculator;
 pub mod cluster;
+pub mod desired;
 pub mod explain;
 
+pub use calculator::{Calculator, Changes};
 pub use cluster::{Applied, Cluster, Endpoint, EndpointKey, Profile, Tier};
+pub use desired::{
+    DesiredState, EndpointProgram, IpSet, IpSetSource, PolicyId, Rules, TierProgram, desired_state,
+};
 pub use explain::{Direction, Explanation, Packet, Reason, RuleSource, Verdict, explain};

@@ -1,0 +1,570 @@
+//! The incremental calculator: datastore updates in, the host's [`DesiredState`] and the set of
+//! what changed out, with work in proportion to each update:
+//!
+//! | update | work |
+//! | --- | --- |
+//! | an endpoint | its membership of each active IP set; for a local endpoint, the policy selectors |
+//! | a profile's labels or tags | as above, for each endpoint using the profile |
+//! | a policy | its selector against each local endpoint |
+//! | a tier's order | the programs of local endpoints with policies in the tier |
+//! | a rule list | the IP sets it starts or stops using (a new set is filled once, from all endpoints) |
+//!
+//! At every point the state equals [`desired_state`](crate::desired::desired_state) of the same
+//! cluster (property-tested).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+
+use calico_model::Key;
+use calico_model::labels::LabelMap;
+use calico_model::policy::Policy;
+
+use crate::cluster::{Applied, Cluster, Endpoint, EndpointKey};
+use crate::desired::{
+    DesiredState, EndpointProgram, IpSet, IpSetSource, PolicyId, Rules, TierProgram, ipset_sources,
+};
+
+/// What changed since the last [`Calculator::take_changes`]: look each up in the state (present:
+/// program it; absent: remove it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    pub endpoints: BTreeSet<EndpointKey>,
+    pub policies: BTreeSet<PolicyId>,
+    pub profiles: BTreeSet<String>,
+    pub ipsets: BTreeSet<String>,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        self.endpoints.is_empty()
+            && self.policies.is_empty()
+            && self.profiles.is_empty()
+            && self.ipsets.is_empty()
+    }
+}
+
+/// The calculation for one host.
+#[derive(Debug)]
+pub struct Calculator {
+    hostname: String,
+    cluster: Cluster,
+    /// Effective labels of every endpoint.
+    labels: HashMap<EndpointKey, LabelMap>,
+    /// Profile id → the endpoints listing it.
+    profile_users: HashMap<String, BTreeSet<EndpointKey>>,
+    /// Local endpoint → the policies whose selector matches it.
+    local_matches: BTreeMap<EndpointKey, BTreeSet<PolicyId>>,
+    /// How many local endpoints use each policy / profile.
+    policy_refs: HashMap<PolicyId, usize>,
+    profile_refs: HashMap<String, usize>,
+    /// IP set id → (source, how many active rules use it).
+    ipset_refs: HashMap<String, (IpSetSource, usize)>,
+    /// IP set id → member endpoints; endpoint → the sets it is in, with the addresses it added.
+    ipset_members: HashMap<String, BTreeSet<EndpointKey>>,
+    memberships: HashMap<EndpointKey, (BTreeSet<String>, Vec<IpAddr>)>,
+    /// IP set id → address → how many member endpoints have it.
+    address_counts: HashMap<String, HashMap<IpAddr, usize>>,
+    state: DesiredState,
+    changes: Changes,
+}
+
+impl Calculator {
+    pub fn new(hostname: impl Into<String>) -> Calculator {
+        Calculator {
+            hostname: hostname.into(),
+            cluster: Cluster::default(),
+            labels: HashMap::new(),
+            profile_users: HashMap::new(),
+            local_matches: BTreeMap::new(),
+            policy_refs: HashMap::new(),
+            profile_refs: HashMap::new(),
+            ipset_refs: HashMap::new(),
+            ipset_members: HashMap::new(),
+            memberships: HashMap::new(),
+            address_counts: HashMap::new(),
+            state: DesiredState::default(),
+            changes: Changes::default(),
+        }
+    }
+
+    /// The desired state so far.
+    pub fn state(&self) -> &DesiredState {
+        &self.state
+    }
+
+    /// The cluster as last updated.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// What changed since the last call.
+    pub fn take_changes(&mut self) -> Changes {
+        std::mem::take(&mut self.changes)
+    }
+
+    /// Applies one datastore update: `Some(value)` for a put, `None` for a delete.
+    pub fn apply(&mut self, key: &str, value: Option<&str>) -> Applied {
+        let Ok(parsed) = Key::parse(key) else {
+            return Applied::Ignored;
+        };
+        let endpoint = match &parsed {
+            Key::WorkloadEndpoint(id) => Some(EndpointKey::Workload(id.clone())),
+            Key::HostEndpoint(id) => Some(EndpointKey::Host(id.clone())),
+            _ => None,
+        };
+        let old_profiles = endpoint
+            .as_ref()
+            .and_then(|k| self.cluster.endpoints.get(k))
+            .map(|e| e.profile_ids.clone());
+        let applied = self.cluster.apply(key, value);
+        if applied == Applied::Ignored {
+            return applied;
+        }
+        match parsed {
+            Key::WorkloadEndpoint(_) | Key::HostEndpoint(_) => {
+                let endpoint = endpoint.expect("an endpoint key");
+                self.endpoint_changed(&endpoint, old_profiles.unwrap_or_default());
+            }
+            Key::ProfileRules { profile } => self.profile_rules_changed(&profile),
+            Key::ProfileTags { profile } | Key::ProfileLabels { profile } => {
+                self.profile_members_changed(&profile);
+            }
+            Key::TierMetadata { tier } => self.tier_changed(&tier),
+            Key::Policy { tier, policy } => self.policy_changed(&PolicyId { tier, name: policy }),
+            _ => {}
+        }
+        applied
+    }
+
+    fn is_local(&self, endpoint: &EndpointKey) -> bool {
+        endpoint.hostname() == self.hostname
+    }
+
+    // ---- endpoints ----
+
+    fn endpoint_changed(&mut self, key: &EndpointKey, old_profiles: Vec<String>) {
+        // Out of every set first: profile changes below may create sets this endpoint joins
+        // with its new addresses, and the memberships must record one set of addresses.
+        self.leave_ipsets(key);
+        let new_profiles = self
+            .cluster
+            .endpoints
+            .get(key)
+            .map(|e| e.profile_ids.clone())
+            .unwrap_or_default();
+        for id in distinct(&old_profiles) {
+            if let Some(users) = self.profile_users.get_mut(id) {
+                users.remove(key);
+                if users.is_empty() {
+                    self.profile_users.remove(id);
+                }
+            }
+        }
+        for id in distinct(&new_profiles) {
+            self.profile_users
+                .entry(id.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        if self.is_local(key) {
+            for id in distinct(&old_profiles) {
+                self.profile_unref(id);
+            }
+            for id in distinct(&new_profiles) {
+                self.profile_ref(id);
+            }
+        }
+        self.refresh_endpoint(key);
+    }
+
+    /// Recomputes an endpoint's labels, IP set memberships and (if local) program.
+    fn refresh_endpoint(&mut self, key: &EndpointKey) {
+        self.leave_ipsets(key);
+        let Some(endpoint) = self.cluster.endpoints.get(key).cloned() else {
+            self.labels.remove(key);
+            if self.local_matches.contains_key(key) {
+                self.set_matches(key, BTreeSet::new());
+                self.local_matches.remove(key);
+            }
+            if self.state.endpoints.remove(key).is_some() {
+                self.changes.endpoints.insert(key.clone());
+            }
+            return;
+        };
+        let labels = self.cluster.effective_labels(&endpoint);
+        let joined: Vec<String> = self
+            .ipset_refs
+            .iter()
+            .filter(|(_, (source, _))| self.selects(source, &endpoint, &labels))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in joined {
+            self.join_ipset(&id, key, &endpoint.addresses);
+        }
+        self.labels.insert(key.clone(), labels);
+        if self.is_local(key) {
+            let matches = self.matching_policies(key);
+            self.set_matches(key, matches);
+            self.rebuild_program(key);
+        }
+    }
+
+    fn selects(&self, source: &IpSetSource, endpoint: &Endpoint, labels: &LabelMap) -> bool {
+        match source {
+            IpSetSource::Tag(tag) => self.cluster.has_tag(endpoint, tag),
+            IpSetSource::Selector(selector) => selector.evaluate(labels),
+        }
+    }
+
+    /// Every policy whose selector matches a local endpoint.
+    fn matching_policies(&self, key: &EndpointKey) -> BTreeSet<PolicyId> {
+        let labels = &self.labels[key];
+        let mut matches = BTreeSet::new();
+        for (tier, t) in &self.cluster.tiers {
+            for (name, policy) in &t.policies {
+                if policy.selector.evaluate(labels) {
+                    matches.insert(PolicyId {
+                        tier: tier.clone(),
+                        name: name.clone(),
+                    });
+                }
+            }
+        }
+        matches
+    }
+
+    /// Replaces a local endpoint's matching policies, keeping the policy references right.
+    fn set_matches(&mut self, key: &EndpointKey, matches: BTreeSet<PolicyId>) {
+        let old = self.local_matches.insert(key.clone(), matches.clone());
+        let old = old.unwrap_or_default();
+        for id in old.difference(&matches) {
+            self.policy_unref(id);
+        }
+        for id in matches.difference(&old) {
+            self.policy_ref(id);
+        }
+    }
+
+    /// Rebuilds a local endpoint's program from its matches and the current orders.
+    fn rebuild_program(&mut self, key: &EndpointKey) {
+        let Some(endpoint) = self.cluster.endpoints.get(key) else {
+            return;
+        };
+        let matches = &self.local_matches[key];
+        let program = EndpointProgram {
+            active: endpoint.active,
+            tiers: self.tier_programs(matches),
+            profiles: endpoint.profile_ids.clone(),
+            missing_profile: endpoint.profile_ids.iter().any(|id| {
+                self.cluster
+                    .profiles
+                    .get(id)
+                    .is_none_or(|p| p.rules.is_none())
+            }),
+            addresses: endpoint.addresses.clone(),
+        };
+        if self.state.endpoints.get(key) != Some(&program) {
+            self.state.endpoints.insert(key.clone(), program);
+            self.changes.endpoints.insert(key.clone());
+        }
+    }
+
+    /// The matching policies grouped by tier, in evaluation order.
+    fn tier_programs(&self, matches: &BTreeSet<PolicyId>) -> Vec<TierProgram> {
+        let mut by_tier: BTreeMap<&str, Vec<(&Policy, &PolicyId)>> = BTreeMap::new();
+        for id in matches {
+            let policy = &self.cluster.tiers[&id.tier].policies[&id.name];
+            by_tier.entry(&id.tier).or_default().push((policy, id));
+        }
+        let mut tiers: Vec<(&str, Vec<(&Policy, &PolicyId)>)> = by_tier.into_iter().collect();
+        tiers.sort_by(|a, b| {
+            let order = |name: &str| self.cluster.tiers[name].order;
+            order(a.0).cmp(&order(b.0)).then(a.0.cmp(b.0))
+        });
+        tiers
+            .into_iter()
+            .map(|(name, mut policies)| {
+                policies.sort_by(|a, b| a.0.order.cmp(&b.0.order).then(a.1.name.cmp(&b.1.name)));
+                TierProgram {
+                    name: name.to_owned(),
+                    policies: policies.into_iter().map(|(_, id)| id.clone()).collect(),
+                }
+            })
+            .collect()
+    }
+
+    // ---- profiles, tiers, policies ----
+
+    fn profile_rules_changed(&mut self, profile: &str) {
+        self.sync_profile(profile);
+        let users: Vec<EndpointKey> = self.local_users(profile);
+        for key in users {
+            self.rebuild_program(&key);
+        }
+    }
+
+    fn profile_members_changed(&mut self, profile: &str) {
+        let users: Vec<EndpointKey> = self
+            .profile_users
+            .get(profile)
+            .map(|u| u.iter().cloned().collect())
+            .unwrap_or_default();
+        for key in users {
+            self.refresh_endpoint(&key);
+        }
+    }
+
+    fn local_users(&self, profile: &str) -> Vec<EndpointKey> {
+        self.profile_users
+            .get(profile)
+            .map(|users| users.iter().filter(|k| self.is_local(k)).cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn tier_changed(&mut self, tier: &str) {
+        let affected: Vec<EndpointKey> = self
+            .local_matches
+            .iter()
+            .filter(|(_, m)| m.iter().any(|id| id.tier == tier))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in affected {
+            self.rebuild_program(&key);
+        }
+    }
+
+    fn policy_changed(&mut self, id: &PolicyId) {
+        self.sync_policy(id);
+        let selector = self
+            .cluster
+            .tiers
+            .get(&id.tier)
+            .and_then(|t| t.policies.get(&id.name))
+            .map(|p| p.selector.clone());
+        let locals: Vec<EndpointKey> = self.local_matches.keys().cloned().collect();
+        for key in locals {
+            let now = selector
+                .as_ref()
+                .is_some_and(|s| s.evaluate(&self.labels[&key]));
+            let had = self.local_matches[&key].contains(id);
+            if now && !had {
+                self.local_matches.get_mut(&key).unwrap().insert(id.clone());
+                self.policy_ref(id);
+            } else if had && !now {
+                self.local_matches.get_mut(&key).unwrap().remove(id);
+                self.policy_unref(id);
+            }
+            if now || had {
+                self.rebuild_program(&key);
+            }
+        }
+    }
+
+    fn policy_ref(&mut self, id: &PolicyId) {
+        *self.policy_refs.entry(id.clone()).or_default() += 1;
+        self.sync_policy(id);
+    }
+
+    fn policy_unref(&mut self, id: &PolicyId) {
+        if let Some(count) = self.policy_refs.get_mut(id) {
+            *count -= 1;
+            if *count == 0 {
+                self.policy_refs.remove(id);
+            }
+        }
+        self.sync_policy(id);
+    }
+
+    fn profile_ref(&mut self, id: &str) {
+        *self.profile_refs.entry(id.to_owned()).or_default() += 1;
+        self.sync_profile(id);
+    }
+
+    fn profile_unref(&mut self, id: &str) {
+        if let Some(count) = self.profile_refs.get_mut(id) {
+            *count -= 1;
+            if *count == 0 {
+                self.profile_refs.remove(id);
+            }
+        }
+        self.sync_profile(id);
+    }
+
+    /// Makes the state's rules of a policy what the cluster says, if it is active.
+    fn sync_policy(&mut self, id: &PolicyId) {
+        let wanted = match self.policy_refs.contains_key(id) {
+            true => self
+                .cluster
+                .tiers
+                .get(&id.tier)
+                .and_then(|t| t.policies.get(&id.name))
+                .map(|p| Rules {
+                    inbound: p.inbound_rules.clone(),
+                    outbound: p.outbound_rules.clone(),
+                }),
+            false => None,
+        };
+        let current = self.state.policies.get(id).cloned();
+        if wanted != current {
+            self.swap_sources(current.as_ref(), wanted.as_ref());
+            match wanted {
+                Some(rules) => self.state.policies.insert(id.clone(), rules),
+                None => self.state.policies.remove(id),
+            };
+            self.changes.policies.insert(id.clone());
+        }
+    }
+
+    /// Makes the state's rules of a profile what the cluster says, if it is used locally.
+    fn sync_profile(&mut self, id: &str) {
+        let wanted = match self.profile_refs.contains_key(id) {
+            true => self
+                .cluster
+                .profiles
+                .get(id)
+                .and_then(|p| p.rules.as_ref())
+                .map(|r| Rules {
+                    inbound: r.inbound_rules.clone(),
+                    outbound: r.outbound_rules.clone(),
+                }),
+            false => None,
+        };
+        let current = self.state.profiles.get(id).cloned();
+        if wanted != current {
+            self.swap_sources(current.as_ref(), wanted.as_ref());
+            match wanted {
+                Some(rules) => self.state.profiles.insert(id.to_owned(), rules),
+                None => self.state.profiles.remove(id),
+            };
+            self.changes.profiles.insert(id.to_owned());
+        }
+    }
+
+    /// References the IP sets of the new rules, then releases those of the old, so a set both
+    /// use is never torn down and refilled.
+    fn swap_sources(&mut self, old: Option<&Rules>, new: Option<&Rules>) {
+        for source in new.into_iter().flat_map(rule_sources) {
+            self.ipset_ref(source);
+        }
+        for source in old.into_iter().flat_map(rule_sources) {
+            self.ipset_unref(&source.id());
+        }
+    }
+
+    // ---- IP sets ----
+
+    fn ipset_ref(&mut self, source: IpSetSource) {
+        let id = source.id();
+        if let Some((_, count)) = self.ipset_refs.get_mut(&id) {
+            *count += 1;
+            return;
+        }
+        self.ipset_refs.insert(id.clone(), (source.clone(), 1));
+        self.state.ipsets.insert(
+            id.clone(),
+            IpSet {
+                source: source.clone(),
+                members: BTreeSet::new(),
+            },
+        );
+        self.changes.ipsets.insert(id.clone());
+        let joining: Vec<(EndpointKey, Vec<IpAddr>)> = self
+            .cluster
+            .endpoints
+            .iter()
+            .filter(|(key, e)| {
+                // An endpoint being refreshed has no labels yet; its refresh joins it.
+                self.labels
+                    .get(*key)
+                    .is_some_and(|labels| self.selects(&source, e, labels))
+            })
+            .map(|(key, e)| (key.clone(), e.addresses.clone()))
+            .collect();
+        for (key, addresses) in joining {
+            self.join_ipset(&id, &key, &addresses);
+        }
+    }
+
+    fn ipset_unref(&mut self, id: &str) {
+        let Some((_, count)) = self.ipset_refs.get_mut(id) else {
+            return;
+        };
+        *count -= 1;
+        if *count > 0 {
+            return;
+        }
+        self.ipset_refs.remove(id);
+        for key in self.ipset_members.remove(id).unwrap_or_default() {
+            if let Some((sets, _)) = self.memberships.get_mut(&key) {
+                sets.remove(id);
+            }
+        }
+        self.address_counts.remove(id);
+        self.state.ipsets.remove(id);
+        self.changes.ipsets.insert(id.to_owned());
+    }
+
+    fn join_ipset(&mut self, id: &str, key: &EndpointKey, addresses: &[IpAddr]) {
+        let (sets, recorded) = self.memberships.entry(key.clone()).or_default();
+        if !sets.insert(id.to_owned()) {
+            return;
+        }
+        *recorded = addresses.to_vec();
+        self.ipset_members
+            .entry(id.to_owned())
+            .or_default()
+            .insert(key.clone());
+        let counts = self.address_counts.entry(id.to_owned()).or_default();
+        let set = self.state.ipsets.get_mut(id).expect("a referenced set");
+        for address in addresses {
+            let count = counts.entry(*address).or_default();
+            *count += 1;
+            if *count == 1 {
+                set.members.insert(*address);
+                self.changes.ipsets.insert(id.to_owned());
+            }
+        }
+    }
+
+    /// Takes an endpoint out of every set it is in.
+    fn leave_ipsets(&mut self, key: &EndpointKey) {
+        let Some((sets, addresses)) = self.memberships.remove(key) else {
+            return;
+        };
+        for id in sets {
+            if let Some(members) = self.ipset_members.get_mut(&id) {
+                members.remove(key);
+            }
+            let (Some(counts), Some(set)) = (
+                self.address_counts.get_mut(&id),
+                self.state.ipsets.get_mut(&id),
+            ) else {
+                continue;
+            };
+            for address in &addresses {
+                if let Some(count) = counts.get_mut(address) {
+                    *count -= 1;
+                    if *count == 0 {
+                        counts.remove(address);
+                        set.members.remove(address);
+                        self.changes.ipsets.insert(id.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn rule_sources(rules: &Rules) -> impl Iterator<Item = IpSetSource> + '_ {
+    rules
+        .inbound
+        .iter()
+        .chain(&rules.outbound)
+        .flat_map(ipset_sources)
+}
+
+/// The distinct ids of a list, in first-seen order.
+fn distinct(ids: &[String]) -> Vec<&String> {
+    let mut seen = BTreeSet::new();
+    ids.iter().filter(|id| seen.insert(*id)).collect()
+}

@@ -1,0 +1,223 @@
+//! The desired state of one host, computed from scratch from the cluster: what the dataplane
+//! must program. The incremental calculator must always agree with this function; it is the
+//! specification the property tests hold the calculator to.
+//!
+//! - **Endpoints**: each local endpoint with the tiers (and in each, the policies) that apply to
+//!   it in evaluation order, and its profiles.
+//! - **Policies** and **profiles**: the rules of those active locally, shared by every local
+//!   endpoint that uses them.
+//! - **IP sets**: one per distinct canonical selector or tag used by an active rule, holding the
+//!   addresses of the endpoints (cluster-wide) it selects.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::Hasher;
+use std::net::IpAddr;
+
+use calico_model::policy::Policy;
+use calico_model::rule::Rule;
+use calico_model::selector::Selector;
+use fnv::FnvHasher;
+
+use crate::cluster::{Cluster, Endpoint, EndpointKey};
+
+/// A policy of a tier.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PolicyId {
+    pub tier: String,
+    pub name: String,
+}
+
+/// The rules of a policy or profile.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Rules {
+    pub inbound: Vec<Rule>,
+    pub outbound: Vec<Rule>,
+}
+
+/// What an IP set holds the addresses of.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum IpSetSource {
+    Selector(Selector),
+    Tag(String),
+}
+
+impl IpSetSource {
+    /// A stable identifier, the same on every host and across restarts: a kind letter and the
+    /// FNV-1a hash of the canonical selector or tag name, in hex (`s` + 16 or `t` + 16).
+    pub fn id(&self) -> String {
+        let (kind, text) = match self {
+            IpSetSource::Selector(selector) => ('s', selector.canonical()),
+            IpSetSource::Tag(tag) => ('t', tag.as_str()),
+        };
+        let mut hasher = FnvHasher::default();
+        hasher.write(text.as_bytes());
+        format!("{kind}{:016x}", hasher.finish())
+    }
+}
+
+/// An IP set: its source and members.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpSet {
+    pub source: IpSetSource,
+    pub members: BTreeSet<IpAddr>,
+}
+
+/// The policies of one tier that apply to an endpoint, in evaluation order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TierProgram {
+    pub name: String,
+    pub policies: Vec<PolicyId>,
+}
+
+/// What one local endpoint needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointProgram {
+    pub active: bool,
+    /// Tiers with at least one policy that applies, in evaluation order.
+    pub tiers: Vec<TierProgram>,
+    /// The endpoint's `profile_ids`, in order.
+    pub profiles: Vec<String>,
+    /// Whether any of them does not exist (the endpoint then drops what reaches its profiles).
+    pub missing_profile: bool,
+    /// The endpoint's addresses.
+    pub addresses: Vec<IpAddr>,
+}
+
+/// Everything one host must program.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DesiredState {
+    pub endpoints: BTreeMap<EndpointKey, EndpointProgram>,
+    pub policies: BTreeMap<PolicyId, Rules>,
+    pub profiles: BTreeMap<String, Rules>,
+    /// By [`IpSetSource::id`].
+    pub ipsets: BTreeMap<String, IpSet>,
+}
+
+/// Computes the desired state of `hostname` from scratch.
+pub fn desired_state(cluster: &Cluster, hostname: &str) -> DesiredState {
+    let mut state = DesiredState::default();
+    let tiers = cluster.ordered_tiers();
+    for (key, endpoint) in &cluster.endpoints {
+        if key.hostname() != hostname {
+            continue;
+        }
+        let labels = cluster.effective_labels(endpoint);
+        let mut program = EndpointProgram {
+            active: endpoint.active,
+            tiers: Vec::new(),
+            profiles: endpoint.profile_ids.clone(),
+            missing_profile: false,
+            addresses: endpoint.addresses.clone(),
+        };
+        for (tier_name, tier) in &tiers {
+            let mut applied: Vec<(&String, &Policy)> = tier
+                .policies
+                .iter()
+                .filter(|(_, p)| p.selector.evaluate(&labels))
+                .collect();
+            if applied.is_empty() {
+                continue;
+            }
+            applied.sort_by(|a, b| a.1.order.cmp(&b.1.order).then(a.0.cmp(b.0)));
+            let policies = applied
+                .into_iter()
+                .map(|(name, policy)| {
+                    let id = PolicyId {
+                        tier: (*tier_name).to_owned(),
+                        name: name.clone(),
+                    };
+                    state.policies.insert(id.clone(), rules_of(policy));
+                    id
+                })
+                .collect();
+            program.tiers.push(TierProgram {
+                name: (*tier_name).to_owned(),
+                policies,
+            });
+        }
+        for id in &endpoint.profile_ids {
+            match cluster.profiles.get(id).and_then(|p| p.rules.as_ref()) {
+                Some(rules) => {
+                    let rules = Rules {
+                        inbound: rules.inbound_rules.clone(),
+                        outbound: rules.outbound_rules.clone(),
+                    };
+                    state.profiles.insert(id.clone(), rules);
+                }
+                None => program.missing_profile = true,
+            }
+        }
+        state.endpoints.insert(key.clone(), program);
+    }
+    state.ipsets = ipsets(cluster, &state);
+    state
+}
+
+fn rules_of(policy: &Policy) -> Rules {
+    Rules {
+        inbound: policy.inbound_rules.clone(),
+        outbound: policy.outbound_rules.clone(),
+    }
+}
+
+/// The IP sets the active rules use, with their members.
+fn ipsets(cluster: &Cluster, state: &DesiredState) -> BTreeMap<String, IpSet> {
+    let all_rules = state
+        .policies
+        .values()
+        .chain(state.profiles.values())
+        .flat_map(|r| r.inbound.iter().chain(&r.outbound));
+    let mut sources = BTreeMap::new();
+    for rule in all_rules {
+        for source in ipset_sources(rule) {
+            sources.entry(source.id()).or_insert(source);
+        }
+    }
+    sources
+        .into_iter()
+        .map(|(id, source)| {
+            let members = members(cluster, &source);
+            (id, IpSet { source, members })
+        })
+        .collect()
+}
+
+/// The tags and selectors a rule matches on, positive and negated.
+pub fn ipset_sources(rule: &Rule) -> impl Iterator<Item = IpSetSource> + '_ {
+    let tags = [
+        &rule.src_tag,
+        &rule.not_src_tag,
+        &rule.dst_tag,
+        &rule.not_dst_tag,
+    ]
+    .into_iter()
+    .flatten()
+    .map(|tag| IpSetSource::Tag(tag.clone()));
+    let selectors = [
+        &rule.src_selector,
+        &rule.not_src_selector,
+        &rule.dst_selector,
+        &rule.not_dst_selector,
+    ]
+    .into_iter()
+    .flatten()
+    .map(|s: &Selector| IpSetSource::Selector(s.clone()));
+    tags.chain(selectors)
+}
+
+/// Whether an endpoint belongs to the set.
+pub fn selects(cluster: &Cluster, source: &IpSetSource, endpoint: &Endpoint) -> bool {
+    match source {
+        IpSetSource::Tag(tag) => cluster.has_tag(endpoint, tag),
+        IpSetSource::Selector(selector) => selector.evaluate(&cluster.effective_labels(endpoint)),
+    }
+}
+
+fn members(cluster: &Cluster, source: &IpSetSource) -> BTreeSet<IpAddr> {
+    cluster
+        .endpoints
+        .values()
+        .filter(|e| selects(cluster, source, e))
+        .flat_map(|e| e.addresses.iter().copied())
+        .collect()
+}

@@ -1,0 +1,250 @@
+//! The incremental calculator always equals the from-scratch desired state, and reports every
+//! piece of state that changed.
+
+use std::collections::BTreeSet;
+
+use calico_calc::{Calculator, DesiredState, EndpointKey, desired_state};
+use calico_model::Key;
+use proptest::prelude::*;
+
+const HOST: &str = "h1";
+
+/// Keys and the values they may take (`None`: deleted). Endpoints on two hosts, profiles with
+/// rules, tags and labels, two tiers, policies with selectors and tag/selector rules.
+fn pool() -> Vec<(String, Vec<Option<String>>)> {
+    let wep = |host: &str, name: &str| {
+        format!("/calico/v1/host/{host}/workload/k8s/ns.{name}/endpoint/eth0")
+    };
+    let body = |ip: &str, profiles: &str, labels: &str| {
+        Some(format!(
+            r#"{{"state": "active", "name": "cali{}", "profile_ids": [{profiles}], "ipv4_nets": ["{ip}/32"], "labels": {{{labels}}}}}"#,
+            ip.replace('.', "")
+        ))
+    };
+    let s = |text: &str| Some(text.to_owned());
+    vec![
+        (
+            wep(HOST, "a"),
+            vec![
+                body("10.0.0.1", r#""p1""#, r#""role": "web""#),
+                body("10.0.0.1", r#""p1", "p2""#, r#""role": "db""#),
+                body("10.0.0.9", r#""p2""#, ""),
+                s(r#"{"state": "inactive", "name": "calia", "profile_ids": ["p3"]}"#),
+                s("not json"),
+                None,
+            ],
+        ),
+        (
+            wep(HOST, "b"),
+            vec![
+                body("10.0.0.2", r#""p2""#, r#""role": "db""#),
+                body("10.0.0.1", r#""p3", "p1""#, r#""env": "prod""#),
+                None,
+            ],
+        ),
+        (
+            wep("h2", "c"),
+            vec![
+                body("10.0.1.1", r#""p1""#, r#""role": "web""#),
+                body("10.0.0.2", r#""p3""#, r#""role": "db", "env": "dev""#),
+                None,
+            ],
+        ),
+        (
+            "/calico/v1/host/h2/endpoint/eth0".to_owned(),
+            vec![
+                s(
+                    r#"{"name": "eth0", "expected_ipv4_addrs": ["198.51.100.1"], "profile_ids": ["p2"], "labels": {"role": "host"}}"#,
+                ),
+                None,
+            ],
+        ),
+        (
+            "/calico/v1/policy/profile/p1/rules".to_owned(),
+            vec![
+                s(
+                    r#"{"inbound_rules": [{"src_tag": "t1", "action": "allow"}], "outbound_rules": [{"action": "allow"}]}"#,
+                ),
+                s(
+                    r#"{"inbound_rules": [{"src_selector": "role == 'db'", "action": "allow"}, {"!dst_tag": "t2", "action": "deny"}]}"#,
+                ),
+                None,
+            ],
+        ),
+        (
+            "/calico/v1/policy/profile/p2/rules".to_owned(),
+            vec![
+                s(
+                    r#"{"inbound_rules": [{"src_tag": "t1", "action": "deny"}, {"src_selector": "has(env)"}]}"#,
+                ),
+                None,
+            ],
+        ),
+        (
+            "/calico/v1/policy/profile/p3/rules".to_owned(),
+            vec![
+                s(r#"{"outbound_rules": [{"dst_selector": "role == 'db'", "action": "allow"}]}"#),
+                s("[]"),
+                None,
+            ],
+        ),
+        (
+            "/calico/v1/policy/profile/p1/tags".to_owned(),
+            vec![s(r#"["t1"]"#), s(r#"["t1", "t2"]"#), None],
+        ),
+        (
+            "/calico/v1/policy/profile/p2/tags".to_owned(),
+            vec![s(r#"["t2"]"#), None],
+        ),
+        (
+            "/calico/v1/policy/profile/p1/labels".to_owned(),
+            vec![s(r#"{"env": "prod"}"#), s(r#"{"role": "db"}"#), None],
+        ),
+        (
+            "/calico/v1/policy/profile/p3/labels".to_owned(),
+            vec![s(r#"{"role": "web"}"#), None],
+        ),
+        (
+            "/calico/v1/policy/tier/t1/metadata".to_owned(),
+            vec![s(r#"{"order": 1}"#), s(r#"{"order": 30}"#), None],
+        ),
+        (
+            "/calico/v1/policy/tier/t2/metadata".to_owned(),
+            vec![s(r#"{"order": 20}"#), None],
+        ),
+        (
+            "/calico/v1/policy/tier/t1/policy/web".to_owned(),
+            vec![
+                s(
+                    r#"{"selector": "role == 'web'", "order": 5, "inbound_rules": [{"src_selector": "role == 'db'", "action": "allow"}]}"#,
+                ),
+                s(
+                    r#"{"selector": "role != 'db'", "order": 50, "inbound_rules": [{"src_tag": "t2", "action": "next-tier"}]}"#,
+                ),
+                s(r#"{"selector": "role ="}"#),
+                None,
+            ],
+        ),
+        (
+            "/calico/v1/policy/tier/t1/policy/all".to_owned(),
+            vec![
+                s(
+                    r#"{"selector": "all()", "order": 10, "outbound_rules": [{"dst_selector": "has(role)", "action": "allow"}]}"#,
+                ),
+                s(r#"{"order": 1}"#),
+                None,
+            ],
+        ),
+        (
+            "/calico/v1/policy/tier/t2/policy/db".to_owned(),
+            vec![
+                s(
+                    r#"{"selector": "has(env) || role == 'db'", "inbound_rules": [{"src_tag": "t1"}, {"src_selector": "role == 'db'", "action": "deny"}]}"#,
+                ),
+                None,
+            ],
+        ),
+        (
+            "/calico/v1/policy/tier/default/policy/d".to_owned(),
+            vec![
+                s(
+                    r#"{"selector": "env == 'prod'", "inbound_rules": [{"!src_selector": "role == 'web'", "action": "allow"}]}"#,
+                ),
+                None,
+            ],
+        ),
+    ]
+}
+
+/// Every key whose value differs between two states.
+fn differences(
+    a: &DesiredState,
+    b: &DesiredState,
+) -> (
+    BTreeSet<EndpointKey>,
+    BTreeSet<String>,
+    BTreeSet<String>,
+    BTreeSet<String>,
+) {
+    fn keys<K: Ord + Clone, V: PartialEq>(
+        a: &std::collections::BTreeMap<K, V>,
+        b: &std::collections::BTreeMap<K, V>,
+    ) -> BTreeSet<K> {
+        a.keys()
+            .chain(b.keys())
+            .filter(|k| a.get(*k) != b.get(*k))
+            .cloned()
+            .collect()
+    }
+    let policies = keys(&a.policies, &b.policies)
+        .into_iter()
+        .map(|id| format!("{}/{}", id.tier, id.name))
+        .collect();
+    (
+        keys(&a.endpoints, &b.endpoints),
+        policies,
+        keys(&a.profiles, &b.profiles),
+        keys(&a.ipsets, &b.ipsets),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn incremental_state_equals_the_state_computed_from_scratch(
+        steps in prop::collection::vec((0..17usize, 0..6usize), 1..60),
+    ) {
+        let pool = pool();
+        let mut calc = Calculator::new(HOST);
+        for (key_index, value_index) in steps {
+            let (key, values) = &pool[key_index % pool.len()];
+            let value = &values[value_index % values.len()];
+            let before = calc.state().clone();
+            calc.apply(key, value.as_deref());
+            let expected = desired_state(calc.cluster(), HOST);
+            prop_assert_eq!(calc.state(), &expected, "after {} = {:?}", key, value);
+            let changes = calc.take_changes();
+            let (endpoints, policies, profiles, ipsets) = differences(&before, &expected);
+            prop_assert!(endpoints.is_subset(&changes.endpoints), "unreported endpoints after {}", key);
+            let reported: BTreeSet<String> = changes.policies.iter().map(|id| format!("{}/{}", id.tier, id.name)).collect();
+            prop_assert!(policies.is_subset(&reported), "unreported policies after {}", key);
+            prop_assert!(profiles.is_subset(&changes.profiles), "unreported profiles after {}", key);
+            prop_assert!(ipsets.is_subset(&changes.ipsets), "unreported ipsets after {}", key);
+        }
+    }
+}
+
+#[test]
+fn only_local_endpoints_are_programmed_and_sets_span_the_cluster() {
+    let mut calc = Calculator::new(HOST);
+    for (key, values) in pool() {
+        if let Some(value) = &values[0] {
+            calc.apply(&key, Some(value));
+        }
+    }
+    let state = calc.state();
+    assert!(state.endpoints.keys().all(|k| k.hostname() == HOST));
+    assert_eq!(state.endpoints.len(), 2);
+    // role == 'db' selects b (10.0.0.2, on h1); the web endpoint on h2 is in the web selector.
+    let db = state
+        .ipsets
+        .values()
+        .find(|s| matches!(&s.source, calico_calc::IpSetSource::Selector(sel) if sel.canonical() == r#"role == "db""#))
+        .expect("the role == 'db' set");
+    assert_eq!(db.members, BTreeSet::from(["10.0.0.2".parse().unwrap()]));
+    let key = Key::parse("/calico/v1/host/h1/workload/k8s/ns.a/endpoint/eth0").unwrap();
+    let Key::WorkloadEndpoint(id) = key else {
+        unreachable!()
+    };
+    let program = &state.endpoints[&EndpointKey::Workload(id)];
+    let tiers: Vec<&str> = program.tiers.iter().map(|t| t.name.as_str()).collect();
+    // a is role=web and inherits env=prod from p1: every tier has a policy for it.
+    assert_eq!(tiers, ["t1", "t2", "default"], "{program:?}");
+    let t1: Vec<&str> = program.tiers[0]
+        .policies
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(t1, ["web", "all"], "by order: web (5) before all (10)");
+}
