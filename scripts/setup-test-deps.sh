@@ -11,6 +11,8 @@ declare -A NEEDED=(
   [etcdctl]=etcd-client        # operators' tool; the tests check our keys work with it
   [ss]=iproute2                # the demo looks for a free port
   [openssl]=openssl            # the TLS tests make a throwaway CA and certificates
+  [iptables-restore]=iptables  # the rendered rules are loaded into a test network namespace
+  [ipset]=ipset                # so are the rendered IP sets
 )
 
 missing=()

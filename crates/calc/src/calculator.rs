@@ -252,6 +252,7 @@ impl Calculator {
         };
         let matches = &self.local_matches[key];
         let program = EndpointProgram {
+            interface: endpoint.interface.clone(),
             active: endpoint.active,
             tiers: self.tier_programs(matches),
             profiles: endpoint.profile_ids.clone(),

@@ -47,6 +47,8 @@ impl std::fmt::Display for EndpointKey {
 /// What policy needs to know of an endpoint, whichever kind it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
+    /// The Linux interface: a workload's `name`, a host endpoint's `name` if it has one.
+    pub interface: Option<String>,
     /// Inactive workload endpoints pass no traffic.
     pub active: bool,
     pub profile_ids: Vec<String>,
@@ -60,6 +62,7 @@ impl From<&WorkloadEndpoint> for Endpoint {
     fn from(wep: &WorkloadEndpoint) -> Endpoint {
         let nets = wep.ipv4_nets.iter().chain(&wep.ipv6_nets);
         Endpoint {
+            interface: Some(wep.name.clone()),
             active: wep.state == EndpointState::Active,
             profile_ids: wep.profile_ids.clone(),
             labels: wep.labels.clone(),
@@ -75,6 +78,7 @@ impl From<&HostEndpoint> for Endpoint {
             .iter()
             .chain(&hep.expected_ipv6_addrs);
         Endpoint {
+            interface: hep.name.clone(),
             active: true,
             profile_ids: hep.profile_ids.clone(),
             labels: hep.labels.clone(),

@@ -72,6 +72,9 @@ pub struct TierProgram {
 /// What one local endpoint needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointProgram {
+    /// The Linux interface (a host endpoint given only by addresses has none here; the
+    /// dataplane finds its interface by address).
+    pub interface: Option<String>,
     pub active: bool,
     /// Tiers with at least one policy that applies, in evaluation order.
     pub tiers: Vec<TierProgram>,
@@ -103,6 +106,7 @@ pub fn desired_state(cluster: &Cluster, hostname: &str) -> DesiredState {
         }
         let labels = cluster.effective_labels(endpoint);
         let mut program = EndpointProgram {
+            interface: endpoint.interface.clone(),
             active: endpoint.active,
             tiers: Vec::new(),
             profiles: endpoint.profile_ids.clone(),

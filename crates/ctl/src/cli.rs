@@ -138,6 +138,13 @@ pub enum Output {
 pub struct PutArgs {
     /// The key to write
     pub key: String,
+    #[command(flatten)]
+    pub value: ValueSource,
+}
+
+/// A value given inline or in a file.
+#[derive(Debug, Args)]
+pub struct ValueSource {
     /// The value, inline (use -f for a file)
     #[arg(conflicts_with = "file", required_unless_present = "file")]
     pub value: Option<String>,
@@ -159,12 +166,8 @@ pub struct DeleteArgs {
 pub struct ValidateArgs {
     /// The key the value is meant for (its kind decides the object type)
     pub key: String,
-    /// The value, inline (use -f for a file)
-    #[arg(conflicts_with = "file", required_unless_present = "file")]
-    pub value: Option<String>,
-    /// Read the value from FILE ('-' for stdin)
-    #[arg(short, long)]
-    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub value: ValueSource,
 }
 
 #[derive(Debug, Args)]

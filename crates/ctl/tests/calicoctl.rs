@@ -1,11 +1,10 @@
 //! calicoctl driven as an operator would: the built binary against a real etcd started on a
 //! free loopback port, with etcdctl alongside to check that the keys are the public ones.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
-use calico_testkit::{EtcdServer, require_tool};
+use calico_testkit::{EtcdServer, output_with_stdin, require_tool};
 
 const WEBSERVER_KEY: &str = "/calico/v1/policy/tier/my-tier/policy/webserver";
 const WEBSERVER: &str = r#"{"selector": "role==\"webserver\"", "order": 100, "inbound_rules": [{"protocol": "tcp", "dst_ports": [80], "action": "allow"}], "outbound_rules": [{"action": "allow"}]}"#;
@@ -42,21 +41,9 @@ impl Ctl {
 }
 
 fn calicoctl(endpoint: &str, args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_calicoctl"))
-        .env("ETCD_ENDPOINTS", endpoint)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("calicoctl starts");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().expect("calicoctl finishes")
+    let mut command = Command::new(env!("CARGO_BIN_EXE_calicoctl"));
+    command.env("ETCD_ENDPOINTS", endpoint).args(args);
+    output_with_stdin(&mut command, stdin)
 }
 
 fn stdout(output: &Output) -> String {

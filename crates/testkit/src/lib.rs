@@ -5,13 +5,16 @@
 //!   can be stopped and restarted mid-test and is killed and removed on `Drop`.
 //! - [`require_tool`]: fail loudly when a tool the test needs is not installed.
 //! - [`free_port`]: a loopback TCP port nobody listens on.
+//! - [`NetNs`]: a network namespace for one test, removed on `Drop`.
 
 mod etcd;
+mod netns;
 
 use std::net::TcpListener;
 use std::path::Path;
 
 pub use etcd::{EtcdServer, ServerTls};
+pub use netns::NetNs;
 
 /// The Debian package that provides each tool the tests use.
 const PACKAGES: &[(&str, &str)] = &[
@@ -22,6 +25,9 @@ const PACKAGES: &[(&str, &str)] = &[
     ("bird", "bird2"),
     ("iptables", "iptables"),
     ("ipset", "ipset"),
+    ("iptables-restore", "iptables"),
+    ("ip6tables-restore", "iptables"),
+    ("iptables-save", "iptables"),
 ];
 
 /// Panics, naming the package to install, unless `name` is an executable on `PATH`.
@@ -48,6 +54,23 @@ fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     path.metadata()
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Runs `command` with `stdin` as its input and collects its output; panics if it cannot start.
+pub fn output_with_stdin(command: &mut std::process::Command, stdin: &str) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
+    // A command that exits without reading its input is not an error here.
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("{command:?} did not finish: {e}"))
 }
 
 /// A loopback TCP port that was free a moment ago (the OS picks it).

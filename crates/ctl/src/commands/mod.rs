@@ -16,6 +16,8 @@ use anyhow::Context;
 use calico_model::key::Key;
 use calico_model::value::{Value, parse_value};
 
+use crate::cli::ValueSource;
+
 /// Parses the key and validates the value for it: the check every write goes through.
 pub fn check(key: &str, raw: &str) -> anyhow::Result<(Key, Value)> {
     let parsed = Key::parse(key)?;
@@ -25,8 +27,8 @@ pub fn check(key: &str, raw: &str) -> anyhow::Result<(Key, Value)> {
 }
 
 /// The value given inline or in a file ('-' = stdin), without a trailing newline.
-pub fn read_value(inline: Option<&str>, file: Option<&Path>) -> anyhow::Result<String> {
-    let text = match (inline, file) {
+pub fn read_value(source: &ValueSource) -> anyhow::Result<String> {
+    let text = match (source.value.as_deref(), source.file.as_deref()) {
         (Some(text), _) => text.to_owned(),
         (None, Some(path)) => read_file(path)?,
         (None, None) => anyhow::bail!("give the value inline or with -f FILE"),

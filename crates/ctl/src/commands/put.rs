@@ -13,7 +13,7 @@ pub async fn run(
     args: &PutArgs,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
-    let raw = read_value(args.value.as_deref(), args.file.as_deref())?;
+    let raw = read_value(&args.value)?;
     check(&args.key, &raw)?;
     store.put(&args.key, &raw).await?;
     writeln!(out, "OK")?;

@@ -7,7 +7,7 @@ use super::{check, read_value};
 use crate::cli::ValidateArgs;
 
 pub fn run(args: &ValidateArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
-    let raw = read_value(args.value.as_deref(), args.file.as_deref())?;
+    let raw = read_value(&args.value)?;
     match check(&args.key, &raw) {
         Ok(_) => {
             writeln!(out, "OK")?;

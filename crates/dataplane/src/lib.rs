@@ -1,0 +1,11 @@
+//! Desired state to kernel terms. The renderers are pure functions from the calculator's
+//! [`DesiredState`](calico_calc::DesiredState) to the text `iptables-restore` and
+//! `ipset restore` read; applying that text to a kernel is the agent's job.
+
+pub mod render;
+
+pub use render::config::{DropAction, EndpointToHostAction, MarkBits, RenderConfig};
+pub use render::{
+    IpVersion, ipset_name, kernel_jumps, policy_chain, profile_chain, render_filter,
+    render_ipset_updates, render_ipsets,
+};

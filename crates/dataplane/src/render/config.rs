@@ -1,0 +1,164 @@
+//! The Felix parameters that shape the rendered rules.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// What happens to traffic from a workload to its own host once its outbound policy allowed it
+/// (`DefaultEndpointToHostAction`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndpointToHostAction {
+    Drop,
+    /// Carry on with the rest of the host's INPUT chain.
+    Return,
+    Accept,
+}
+
+impl EndpointToHostAction {
+    pub fn target(self) -> &'static str {
+        match self {
+            EndpointToHostAction::Drop => "DROP",
+            EndpointToHostAction::Return => "RETURN",
+            EndpointToHostAction::Accept => "ACCEPT",
+        }
+    }
+}
+
+impl FromStr for EndpointToHostAction {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.to_ascii_uppercase().as_str() {
+            "DROP" => Ok(EndpointToHostAction::Drop),
+            "RETURN" => Ok(EndpointToHostAction::Return),
+            "ACCEPT" => Ok(EndpointToHostAction::Accept),
+            _ => Err(format!(
+                "invalid DefaultEndpointToHostAction {text:?}: expected DROP, RETURN or ACCEPT"
+            )),
+        }
+    }
+}
+
+/// What every drop becomes (`DropActionOverride`); the LOG variants log first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropAction {
+    Drop,
+    Accept,
+    LogAndDrop,
+    LogAndAccept,
+}
+
+impl DropAction {
+    /// The iptables rule tails for a drop: one rule, or a LOG rule and then the verdict.
+    pub fn targets(self) -> &'static [&'static str] {
+        match self {
+            DropAction::Drop => &["DROP"],
+            DropAction::Accept => &["ACCEPT"],
+            DropAction::LogAndDrop => &["LOG --log-prefix \"calico-drop: \"", "DROP"],
+            DropAction::LogAndAccept => &["LOG --log-prefix \"calico-drop: \"", "ACCEPT"],
+        }
+    }
+}
+
+impl FromStr for DropAction {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.to_ascii_uppercase().as_str() {
+            "DROP" => Ok(DropAction::Drop),
+            "ACCEPT" => Ok(DropAction::Accept),
+            "LOG-AND-DROP" => Ok(DropAction::LogAndDrop),
+            "LOG-AND-ACCEPT" => Ok(DropAction::LogAndAccept),
+            _ => Err(format!(
+                "invalid DropActionOverride {text:?}: expected DROP, ACCEPT, LOG-and-DROP or LOG-and-ACCEPT"
+            )),
+        }
+    }
+}
+
+/// The two packet mark bits the rules use, taken from the configured mask (`IptablesMarkMask`):
+/// `accept` (a policy or profile allowed the packet) and `pass` (a policy said `next-tier`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarkBits {
+    pub accept: u32,
+    pub pass: u32,
+}
+
+impl MarkBits {
+    /// The two lowest bits of `mask`; the mask needs at least two.
+    pub fn from_mask(mask: u32) -> Result<MarkBits, String> {
+        let accept = mask & mask.wrapping_neg();
+        let rest = mask & !accept;
+        let pass = rest & rest.wrapping_neg();
+        if accept == 0 || pass == 0 {
+            return Err(format!(
+                "IptablesMarkMask {mask:#x} has fewer than 2 bits; Calico needs 2"
+            ));
+        }
+        Ok(MarkBits { accept, pass })
+    }
+
+    /// Both bits.
+    pub fn both(self) -> u32 {
+        self.accept | self.pass
+    }
+}
+
+impl Default for MarkBits {
+    fn default() -> Self {
+        MarkBits::from_mask(0xff00_0000).expect("the default mask has 8 bits")
+    }
+}
+
+/// Everything the renderer needs besides the desired state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderConfig {
+    /// Interfaces with this prefix are workload interfaces (`InterfacePrefix`).
+    pub interface_prefix: String,
+    pub marks: MarkBits,
+    pub endpoint_to_host: EndpointToHostAction,
+    pub drop_action: DropAction,
+    /// TCP ports always open inbound on host endpoints (`FailsafeInboundHostPorts`).
+    pub failsafe_inbound: Vec<u16>,
+    /// TCP ports always open outbound from host endpoints (`FailsafeOutboundHostPorts`).
+    pub failsafe_outbound: Vec<u16>,
+}
+
+impl Default for RenderConfig {
+    fn default() -> Self {
+        RenderConfig {
+            interface_prefix: "cali".to_owned(),
+            marks: MarkBits::default(),
+            endpoint_to_host: EndpointToHostAction::Drop,
+            drop_action: DropAction::Drop,
+            failsafe_inbound: vec![22],
+            failsafe_outbound: vec![2379, 2380, 4001, 7001],
+        }
+    }
+}
+
+impl fmt::Display for MarkBits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "accept {:#x}, pass {:#x}", self.accept, self.pass)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mark_bits_are_the_lowest_two_of_the_mask() {
+        let bits = MarkBits::from_mask(0x0ff0_0000).unwrap();
+        assert_eq!((bits.accept, bits.pass), (0x0010_0000, 0x0020_0000));
+        assert!(MarkBits::from_mask(0x8000_0000).is_err());
+        assert!(MarkBits::from_mask(0).is_err());
+    }
+
+    #[test]
+    fn actions_parse_case_insensitively_with_clear_errors() {
+        assert_eq!("log-and-drop".parse(), Ok(DropAction::LogAndDrop));
+        assert_eq!("Return".parse(), Ok(EndpointToHostAction::Return));
+        let err = "REJECT".parse::<DropAction>().unwrap_err();
+        assert!(err.contains("DropActionOverride"), "{err}");
+    }
+}

@@ -1,0 +1,347 @@
+//! The filter table: entry chains, dispatch by interface, per-endpoint chains that run the tiers
+//! and profiles, and shared chains per active policy and profile.
+//!
+//! Marks carry the outcome between chains: a policy or profile chain that allows sets the
+//! accept bit and returns; `next-tier` sets the pass bit. An endpoint chain clears both, runs each
+//! tier (skipping the rest of a tier once the pass bit is set, returning at once on accept,
+//! dropping at the end of a tier that neither passed nor accepted), then the profiles, then
+//! drops. The entry chains accept what an endpoint chain accepted.
+//!
+//! Only our interfaces are touched: workload interfaces (`InterfacePrefix`) and the interfaces
+//! of host endpoints. Other traffic returns to the kernel chains untouched.
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+use std::net::IpAddr;
+
+use calico_calc::{DesiredState, EndpointKey, EndpointProgram, Rules};
+
+use super::config::RenderConfig;
+use super::rules::{RuleContext, render_rule};
+use super::{IpVersion, policy_chain, profile_chain, quote};
+
+/// A chain and its rule bodies.
+struct Chain {
+    name: String,
+    rules: Vec<String>,
+}
+
+impl Chain {
+    fn new(name: impl Into<String>) -> Chain {
+        Chain {
+            name: name.into(),
+            rules: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, rule: impl Into<String>) {
+        self.rules.push(rule.into());
+    }
+}
+
+/// The whole filter table for one IP version, as `iptables-restore --noflush` input: every
+/// chain is declared (and so flushed) and refilled. The kernel chains are not touched; they
+/// need one jump each to our entry chains (see [`kernel_jumps`]).
+pub fn render_filter(state: &DesiredState, config: &RenderConfig, version: IpVersion) -> String {
+    let renderer = Renderer { config, version };
+    let mut chains = renderer.entry_chains();
+    chains.extend(renderer.dispatch_chains(state));
+    for (key, program) in &state.endpoints {
+        chains.extend(renderer.endpoint_chains(key, program));
+    }
+    for (id, rules) in &state.policies {
+        let what = format!("policy {}/{}", id.tier, id.name);
+        chains.extend(renderer.rule_chains(&what, rules, false, |inbound| {
+            policy_chain(inbound, &id.tier, &id.name)
+        }));
+    }
+    for (id, rules) in &state.profiles {
+        let what = format!("profile {id}");
+        chains
+            .extend(renderer.rule_chains(&what, rules, true, |inbound| profile_chain(inbound, id)));
+    }
+    let mut out = String::from("*filter\n");
+    for chain in &chains {
+        writeln!(out, ":{} - [0:0]", chain.name).unwrap();
+    }
+    for chain in &chains {
+        for rule in &chain.rules {
+            writeln!(out, "-A {} {rule}", chain.name).unwrap();
+        }
+    }
+    out.push_str("COMMIT\n");
+    out
+}
+
+/// The jumps the kernel chains need (table, kernel chain, our chain), inserted first.
+pub fn kernel_jumps() -> [(&'static str, &'static str, &'static str); 3] {
+    [
+        ("filter", "INPUT", "cali-INPUT"),
+        ("filter", "FORWARD", "cali-FORWARD"),
+        ("filter", "OUTPUT", "cali-OUTPUT"),
+    ]
+}
+
+struct Renderer<'a> {
+    config: &'a RenderConfig,
+    version: IpVersion,
+}
+
+impl Renderer<'_> {
+    fn workload_ifaces(&self) -> String {
+        format!("{}+", self.config.interface_prefix)
+    }
+
+    fn clear_marks(&self) -> String {
+        let both = self.config.marks.both();
+        format!("-j MARK --set-xmark 0x0/{both:#x}")
+    }
+
+    fn if_accepted(&self) -> String {
+        let accept = self.config.marks.accept;
+        format!("-m mark --mark {accept:#x}/{accept:#x}")
+    }
+
+    /// The drop rules (`DropActionOverride`) after `matched` (which may be empty).
+    fn drop(&self, matched: &str, why: &str) -> Vec<String> {
+        let comment = format!("-m comment --comment {}", quote(why));
+        self.config
+            .drop_action
+            .targets()
+            .iter()
+            .map(|target| join(&[&comment, matched, &format!("-j {target}")]))
+            .collect()
+    }
+
+    fn entry_chains(&self) -> Vec<Chain> {
+        let wl = self.workload_ifaces();
+        let mut forward = Chain::new("cali-FORWARD");
+        for dir in ["-i", "-o"] {
+            forward.push(format!("{dir} {wl} -m conntrack --ctstate INVALID -j DROP"));
+            forward.push(format!(
+                "{dir} {wl} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
+            ));
+        }
+        forward.push(self.clear_marks());
+        forward.push(format!("-i {wl} -j cali-wl-out"));
+        forward.push(format!("-o {wl} -j cali-wl-in"));
+        forward.push(format!("{} -j ACCEPT", self.if_accepted()));
+
+        let mut input = Chain::new("cali-INPUT");
+        input.push(format!("-i {wl} -m conntrack --ctstate INVALID -j DROP"));
+        input.push(format!(
+            "-i {wl} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
+        ));
+        // What a workload needs from its host before any policy: address configuration.
+        for rule in self.host_services() {
+            input.push(format!("-i {wl} {rule} -j ACCEPT"));
+        }
+        input.push(self.clear_marks());
+        input.push(format!("-i {wl} -j cali-wl-out"));
+        input.push(format!(
+            "-i {wl} -m comment --comment DefaultEndpointToHostAction -j {}",
+            self.config.endpoint_to_host.target()
+        ));
+        input.push("-j cali-hep-in");
+        input.push(format!("{} -j ACCEPT", self.if_accepted()));
+
+        let mut output = Chain::new("cali-OUTPUT");
+        output.push(format!(
+            "-o {wl} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
+        ));
+        output.push(self.clear_marks());
+        output.push(format!("-o {wl} -j cali-wl-in"));
+        output.push("-j cali-hep-out");
+        output.push(format!("{} -j ACCEPT", self.if_accepted()));
+        vec![input, forward, output]
+    }
+
+    /// DHCP, and for IPv6 router and neighbour discovery and MLD: a workload cannot get or keep
+    /// an address without them, whatever its policy says.
+    fn host_services(&self) -> Vec<String> {
+        match self.version {
+            IpVersion::V4 => vec!["-p udp -m udp --sport 68 --dport 67".to_owned()],
+            IpVersion::V6 => {
+                let mut rules = vec!["-p udp -m udp --sport 546 --dport 547".to_owned()];
+                for icmp_type in [130, 131, 132, 133, 135, 136] {
+                    rules.push(format!("-p ipv6-icmp -m icmp6 --icmpv6-type {icmp_type}"));
+                }
+                rules
+            }
+        }
+    }
+
+    /// Interface → endpoint chain. An unknown workload interface is dropped (fail closed); an
+    /// interface without a host endpoint returns untouched.
+    fn dispatch_chains(&self, state: &DesiredState) -> Vec<Chain> {
+        let mut wl_in = Chain::new("cali-wl-in");
+        let mut wl_out = Chain::new("cali-wl-out");
+        let mut hep_in = Chain::new("cali-hep-in");
+        let mut hep_out = Chain::new("cali-hep-out");
+        let mut seen = BTreeSet::new();
+        for (key, program) in &state.endpoints {
+            let Some(iface) = &program.interface else {
+                continue;
+            };
+            if !seen.insert(iface.as_str()) {
+                continue; // one chain per interface: the first endpoint (by key) owns it
+            }
+            match key {
+                EndpointKey::Workload(_) => {
+                    wl_in.push(format!("-o {iface} -g cali-wi-{iface}"));
+                    wl_out.push(format!("-i {iface} -g cali-we-{iface}"));
+                }
+                EndpointKey::Host(_) => {
+                    hep_in.push(format!("-i {iface} -g cali-hi-{iface}"));
+                    hep_out.push(format!("-o {iface} -g cali-he-{iface}"));
+                }
+            }
+        }
+        for rule in self.drop("", "unknown workload interface") {
+            wl_in.push(rule.clone());
+            wl_out.push(rule);
+        }
+        vec![wl_in, wl_out, hep_in, hep_out]
+    }
+
+    fn endpoint_chains(&self, key: &EndpointKey, program: &EndpointProgram) -> Vec<Chain> {
+        let Some(iface) = &program.interface else {
+            return Vec::new();
+        };
+        let host = matches!(key, EndpointKey::Host(_));
+        let (inbound, outbound) = if host {
+            (format!("cali-hi-{iface}"), format!("cali-he-{iface}"))
+        } else {
+            (format!("cali-wi-{iface}"), format!("cali-we-{iface}"))
+        };
+        let mut chains = Vec::new();
+        let mut chain_in = Chain::new(inbound);
+        let mut chain_out = Chain::new(outbound);
+        if host {
+            self.host_preamble(&mut chain_in, &self.config.failsafe_inbound, "--dports");
+            self.host_preamble(&mut chain_out, &self.config.failsafe_outbound, "--dports");
+        } else if let Some(spoof) = self.anti_spoofing(iface, &program.addresses, &mut chain_out) {
+            chains.push(spoof);
+        }
+        self.policy_body(&mut chain_in, program, true);
+        self.policy_body(&mut chain_out, program, false);
+        chains.push(chain_in);
+        chains.push(chain_out);
+        chains
+    }
+
+    /// Host endpoints: conntrack first, then the failsafe ports.
+    fn host_preamble(&self, chain: &mut Chain, ports: &[u16], flag: &str) {
+        chain.push("-m conntrack --ctstate INVALID -j DROP");
+        chain.push("-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT");
+        if !ports.is_empty() {
+            let list: Vec<String> = ports.iter().map(u16::to_string).collect();
+            chain.push(format!(
+                "-p tcp -m multiport {flag} {} -m comment --comment failsafe -j ACCEPT",
+                list.join(",")
+            ));
+        }
+    }
+
+    /// A workload may only send from its own addresses. One address: a single negated match;
+    /// several: a chain that returns for each and drops the rest.
+    fn anti_spoofing(&self, iface: &str, addresses: &[IpAddr], chain: &mut Chain) -> Option<Chain> {
+        let own: Vec<&IpAddr> = addresses
+            .iter()
+            .filter(|a| self.version.matches(a))
+            .collect();
+        match own.as_slice() {
+            [] => {
+                chain
+                    .rules
+                    .extend(self.drop("", "no address of this IP version"));
+                None
+            }
+            [one] => {
+                let matched = format!("! -s {one}");
+                chain.rules.extend(self.drop(&matched, "anti-spoofing"));
+                None
+            }
+            several => {
+                let mut spoof = Chain::new(format!("cali-sp-{iface}"));
+                for address in several {
+                    spoof.push(format!("-s {address} -j RETURN"));
+                }
+                spoof.rules.extend(self.drop("", "anti-spoofing"));
+                chain.push(format!("-j cali-sp-{iface}"));
+                Some(spoof)
+            }
+        }
+    }
+
+    /// Tiers, then profiles, then drop.
+    fn policy_body(&self, chain: &mut Chain, program: &EndpointProgram, inbound: bool) {
+        if !program.active {
+            chain.rules.extend(self.drop("", "endpoint inactive"));
+            return;
+        }
+        let marks = self.config.marks;
+        let not_passed = format!("-m mark --mark 0x0/{:#x}", marks.pass);
+        chain.push(self.clear_marks());
+        for (index, tier) in program.tiers.iter().enumerate() {
+            if index > 0 {
+                chain.push(format!("-j MARK --set-xmark 0x0/{:#x}", marks.pass));
+            }
+            for id in &tier.policies {
+                let target = policy_chain(inbound, &id.tier, &id.name);
+                chain.push(format!("{not_passed} -j {target}"));
+                chain.push(format!("{} -j RETURN", self.if_accepted()));
+            }
+            let why = format!("end of tier {}", tier.name);
+            chain.rules.extend(self.drop(&not_passed, &why));
+        }
+        if program.missing_profile {
+            chain.rules.extend(self.drop("", "missing profile"));
+            return;
+        }
+        for profile in &program.profiles {
+            chain.push(format!("-j {}", profile_chain(inbound, profile)));
+            chain.push(format!("{} -j RETURN", self.if_accepted()));
+        }
+        chain.rules.extend(self.drop("", "no profile matched"));
+    }
+
+    /// The inbound and outbound chains of a policy or profile.
+    fn rule_chains(
+        &self,
+        what: &str,
+        rules: &Rules,
+        in_profile: bool,
+        name: impl Fn(bool) -> String,
+    ) -> Vec<Chain> {
+        [
+            (true, &rules.inbound, "inbound"),
+            (false, &rules.outbound, "outbound"),
+        ]
+        .into_iter()
+        .map(|(inbound, list, direction)| {
+            let mut chain = Chain::new(name(inbound));
+            for (index, rule) in list.iter().enumerate() {
+                let cx = RuleContext {
+                    version: self.version,
+                    config: self.config,
+                    in_profile,
+                    comment: format!("{what} {direction} rule {}", index + 1),
+                };
+                chain.rules.extend(render_rule(rule, &cx));
+            }
+            chain
+        })
+        .collect()
+    }
+}
+
+/// Joins non-empty fragments with single spaces.
+fn join(parts: &[&str]) -> String {
+    parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ")
+}

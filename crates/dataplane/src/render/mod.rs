@@ -1,0 +1,117 @@
+//! Rendering the desired state as `iptables-restore` and `ipset restore` input.
+//!
+//! Names are stable across restarts and hosts (derived from the objects' names, hashed where
+//! they could be long): chains at most 28 characters, sets at most 31.
+//!
+//! | name | what |
+//! | --- | --- |
+//! | `cali-INPUT`, `cali-FORWARD`, `cali-OUTPUT` | our entry chains; the kernel chains jump here |
+//! | `cali-wl-in`, `cali-wl-out` | dispatch by interface to workload chains |
+//! | `cali-hep-in`, `cali-hep-out` | dispatch by interface to host endpoint chains |
+//! | `cali-wi-<iface>`, `cali-we-<iface>` | a workload's inbound / outbound policy |
+//! | `cali-hi-<iface>`, `cali-he-<iface>` | a host endpoint's inbound / outbound policy |
+//! | `cali-sp-<iface>` | a workload's anti-spoofing check (when it has several addresses) |
+//! | `cali-pi-<hash>`, `cali-po-<hash>` | a policy's inbound / outbound rules |
+//! | `cali-ri-<hash>`, `cali-ro-<hash>` | a profile's inbound / outbound rules |
+//! | `cali4-<id>`, `cali6-<id>` | the IP set of a selector or tag (`<id>` from `IpSetSource::id`) |
+
+pub mod config;
+mod filter;
+mod ipsets;
+mod rules;
+
+use std::hash::Hasher;
+
+use fnv::FnvHasher;
+
+pub use filter::{kernel_jumps, render_filter};
+pub use ipsets::{render_ipset_updates, render_ipsets};
+
+/// IPv4 (`iptables`, `inet` sets) or IPv6 (`ip6tables`, `inet6` sets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IpVersion {
+    V4,
+    V6,
+}
+
+impl IpVersion {
+    fn digit(self) -> char {
+        match self {
+            IpVersion::V4 => '4',
+            IpVersion::V6 => '6',
+        }
+    }
+
+    fn matches(self, address: &std::net::IpAddr) -> bool {
+        matches!(
+            (self, address),
+            (IpVersion::V4, std::net::IpAddr::V4(_)) | (IpVersion::V6, std::net::IpAddr::V6(_))
+        )
+    }
+
+    fn model(self) -> calico_model::IpVersion {
+        match self {
+            IpVersion::V4 => calico_model::IpVersion::V4,
+            IpVersion::V6 => calico_model::IpVersion::V6,
+        }
+    }
+}
+
+/// The IP set name for a set id: `cali4-s0123456789abcdef` (23 characters).
+pub fn ipset_name(version: IpVersion, id: &str) -> String {
+    format!("cali{}-{id}", version.digit())
+}
+
+/// 16 hex digits of FNV-1a over the text: stable everywhere.
+fn hash(text: &str) -> String {
+    let mut hasher = FnvHasher::default();
+    hasher.write(text.as_bytes());
+    format!("{:016x}", hasher.finish())
+}
+
+/// The chain of a policy's rules in one direction.
+pub fn policy_chain(inbound: bool, tier: &str, policy: &str) -> String {
+    let kind = if inbound { "pi" } else { "po" };
+    format!("cali-{kind}-{}", hash(&format!("{tier}/{policy}")))
+}
+
+/// The chain of a profile's rules in one direction.
+pub fn profile_chain(inbound: bool, profile: &str) -> String {
+    let kind = if inbound { "ri" } else { "ro" };
+    format!("cali-{kind}-{}", hash(profile))
+}
+
+/// Quotes an argument for iptables-restore when it needs it.
+fn quote(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./:,".contains(c))
+    {
+        text.to_owned()
+    } else {
+        format!("\"{}\"", text.replace('"', "'"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_fit_the_kernel_limits() {
+        assert!(policy_chain(true, &"t".repeat(253), &"p".repeat(253)).len() <= 28);
+        assert!(profile_chain(false, &"p".repeat(253)).len() <= 28);
+        assert!(ipset_name(IpVersion::V6, "s0123456789abcdef").len() <= 31);
+        assert_eq!(
+            policy_chain(true, "my-tier", "webserver"),
+            policy_chain(true, "my-tier", "webserver")
+        );
+        assert_ne!(
+            policy_chain(true, "a", "bc"),
+            policy_chain(true, "ab", "c"),
+            "tier and policy names cannot hold '/', so tier/policy is unambiguous"
+        );
+        assert_ne!(policy_chain(true, "t", "p"), policy_chain(false, "t", "p"));
+    }
+}

@@ -1,0 +1,66 @@
+//! A network namespace for one test, removed on `Drop` (also when the test fails).
+
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::require_tool;
+
+/// A fresh network namespace with a unique name.
+#[derive(Debug)]
+pub struct NetNs {
+    name: String,
+}
+
+impl NetNs {
+    /// Creates `<prefix>-<pid>-<n>`. Needs root and `ip` (iproute2).
+    pub fn new(prefix: &str) -> NetNs {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        require_tool("ip");
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{prefix}-{}-{n}", std::process::id());
+        let out = Command::new("ip")
+            .args(["netns", "add", &name])
+            .output()
+            .expect("ip runs");
+        assert!(
+            out.status.success(),
+            "cannot create network namespace {name} (tests need root): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        NetNs { name }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs a command inside the namespace, with `stdin` as its input.
+    pub fn run(&self, program: &str, args: &[&str], stdin: &str) -> Output {
+        require_tool(program);
+        let mut command = Command::new("ip");
+        command
+            .args(["netns", "exec", &self.name, program])
+            .args(args);
+        crate::output_with_stdin(&mut command, stdin)
+    }
+
+    /// Runs a command inside the namespace and panics with its stderr if it fails.
+    pub fn run_ok(&self, program: &str, args: &[&str], stdin: &str) -> String {
+        let out = self.run(program, args, stdin);
+        assert!(
+            out.status.success(),
+            "{program} {args:?} failed in {}: {}\ninput:\n{stdin}",
+            self.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
