@@ -15,17 +15,19 @@ fn main() {
         .map(|n| n.parse().expect("ENDPOINTS is a number"))
         .unwrap_or(100_000);
     let scenario = Scenario::new(endpoints);
-    let updates = scenario.initial_updates();
+    // Updates are generated as they are applied, so peak memory is the calculator's.
     let start = Instant::now();
     let mut calc = Calculator::new("host-0");
-    for (key, value) in &updates {
+    let mut count = 0;
+    scenario.initial_updates(|key, value| {
         calc.apply(key, Some(value));
-    }
+        count += 1;
+    });
     let initial = start.elapsed();
     let state = calc.state();
     println!(
         "initial state: {} updates in {:.2?} ({} local endpoints, {} policies, {} profiles, {} IP sets active)",
-        updates.len(),
+        count,
         initial,
         state.endpoints.len(),
         state.policies.len(),
@@ -125,38 +127,37 @@ impl Scenario {
         (key, value)
     }
 
-    fn initial_updates(&self) -> Vec<(String, String)> {
-        let mut updates = Vec::new();
+    fn initial_updates(&self, mut apply: impl FnMut(&str, &str)) {
+        let mut push = |(key, value): (String, String)| apply(&key, &value);
         for p in 0..self.profiles {
             let next = (p + 1) % self.profiles;
-            updates.push((
+            push((
                 format!("/calico/v1/policy/profile/p{p}/rules"),
                 format!(
                     r#"{{"inbound_rules": [{{"src_tag": "tag{next}", "action": "allow"}}], "outbound_rules": [{{"action": "allow"}}]}}"#
                 ),
             ));
-            updates.push((
+            push((
                 format!("/calico/v1/policy/profile/p{p}/tags"),
                 format!(r#"["tag{p}"]"#),
             ));
-            updates.push((
+            push((
                 format!("/calico/v1/policy/profile/p{p}/labels"),
                 format!(r#"{{"team": "team{}"}}"#, p % 50),
             ));
         }
         for tier in 0..self.tiers {
-            updates.push((
+            push((
                 format!("/calico/v1/policy/tier/tier-{tier}/metadata"),
                 format!(r#"{{"order": {tier}}}"#),
             ));
             for n in 0..self.policies_per_tier {
-                updates.push(self.policy(tier, n, 0));
+                push(self.policy(tier, n, 0));
             }
         }
         for i in 0..self.endpoints {
-            updates.push(self.endpoint(i, 0));
+            push(self.endpoint(i, 0));
         }
-        updates
     }
 
     fn label_changes(&self, count: usize) -> Vec<(String, String)> {

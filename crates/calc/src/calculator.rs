@@ -12,8 +12,9 @@
 //! At every point the state equals [`desired_state`](crate::desired::desired_state) of the same
 //! cluster (property-tested).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use calico_model::Key;
 use calico_model::labels::LabelMap;
@@ -43,15 +44,27 @@ impl Changes {
     }
 }
 
+/// One shared copy of an endpoint's key for every index that holds it.
+type Shared = Arc<EndpointKey>;
+
+/// Selector sets requiring one label: those accepting any value, and those by value.
+#[derive(Debug, Default)]
+struct LabelIndex {
+    any: BTreeSet<String>,
+    by_value: HashMap<String, BTreeSet<String>>,
+}
+
 /// The calculation for one host.
 #[derive(Debug)]
 pub struct Calculator {
     hostname: String,
     cluster: Cluster,
     /// Effective labels of every endpoint.
-    labels: HashMap<EndpointKey, LabelMap>,
+    labels: HashMap<Shared, LabelMap>,
+    /// The shared key of every endpoint the indexes hold.
+    interned: HashSet<Shared>,
     /// Profile id → the endpoints listing it.
-    profile_users: HashMap<String, BTreeSet<EndpointKey>>,
+    profile_users: HashMap<String, BTreeSet<Shared>>,
     /// Local endpoint → the policies whose selector matches it.
     local_matches: BTreeMap<EndpointKey, BTreeSet<PolicyId>>,
     /// How many local endpoints use each policy / profile.
@@ -60,10 +73,18 @@ pub struct Calculator {
     /// IP set id → (source, how many active rules use it).
     ipset_refs: HashMap<String, (IpSetSource, usize)>,
     /// IP set id → member endpoints; endpoint → the sets it is in, with the addresses it added.
-    ipset_members: HashMap<String, BTreeSet<EndpointKey>>,
-    memberships: HashMap<EndpointKey, (BTreeSet<String>, Vec<IpAddr>)>,
+    ipset_members: HashMap<String, BTreeSet<Shared>>,
+    memberships: HashMap<Shared, (BTreeSet<String>, Vec<IpAddr>)>,
     /// IP set id → address → how many member endpoints have it.
     address_counts: HashMap<String, HashMap<IpAddr, usize>>,
+    /// Active selector sets by the label their selector requires.
+    set_index: HashMap<String, LabelIndex>,
+    /// Active selector sets that require no label: evaluated against every endpoint.
+    unindexed_sets: BTreeSet<String>,
+    /// Active tag sets: tag → set id.
+    tag_sets: HashMap<String, String>,
+    /// Endpoints by label: name → value → endpoints.
+    endpoints_by_label: HashMap<String, HashMap<String, BTreeSet<Shared>>>,
     state: DesiredState,
     changes: Changes,
 }
@@ -74,6 +95,7 @@ impl Calculator {
             hostname: hostname.into(),
             cluster: Cluster::default(),
             labels: HashMap::new(),
+            interned: HashSet::new(),
             profile_users: HashMap::new(),
             local_matches: BTreeMap::new(),
             policy_refs: HashMap::new(),
@@ -82,6 +104,10 @@ impl Calculator {
             ipset_members: HashMap::new(),
             memberships: HashMap::new(),
             address_counts: HashMap::new(),
+            set_index: HashMap::new(),
+            unindexed_sets: BTreeSet::new(),
+            tag_sets: HashMap::new(),
+            endpoints_by_label: HashMap::new(),
             state: DesiredState::default(),
             changes: Changes::default(),
         }
@@ -161,10 +187,11 @@ impl Calculator {
             }
         }
         for id in distinct(&new_profiles) {
+            let shared = self.shared(key);
             self.profile_users
                 .entry(id.clone())
                 .or_default()
-                .insert(key.clone());
+                .insert(shared);
         }
         if self.is_local(key) {
             for id in distinct(&old_profiles) {
@@ -180,8 +207,10 @@ impl Calculator {
     /// Recomputes an endpoint's labels, IP set memberships and (if local) program.
     fn refresh_endpoint(&mut self, key: &EndpointKey) {
         self.leave_ipsets(key);
+        if let Some(old) = self.labels.remove(key) {
+            self.unindex_endpoint(key, &old);
+        }
         let Some(endpoint) = self.cluster.endpoints.get(key).cloned() else {
-            self.labels.remove(key);
             if self.local_matches.contains_key(key) {
                 self.set_matches(key, BTreeSet::new());
                 self.local_matches.remove(key);
@@ -189,23 +218,125 @@ impl Calculator {
             if self.state.endpoints.remove(key).is_some() {
                 self.changes.endpoints.insert(key.clone());
             }
+            self.interned.remove(key);
             return;
         };
         let labels = self.cluster.effective_labels(&endpoint);
         let joined: Vec<String> = self
-            .ipset_refs
-            .iter()
-            .filter(|(_, (source, _))| self.selects(source, &endpoint, &labels))
-            .map(|(id, _)| id.clone())
+            .candidate_sets(&endpoint, &labels)
+            .into_iter()
+            .filter(|id| self.selects(&self.ipset_refs[id].0, &endpoint, &labels))
             .collect();
         for id in joined {
             self.join_ipset(&id, key, &endpoint.addresses);
         }
-        self.labels.insert(key.clone(), labels);
+        self.index_endpoint(key, &labels);
+        let shared = self.shared(key);
+        self.labels.insert(shared, labels);
         if self.is_local(key) {
             let matches = self.matching_policies(key);
             self.set_matches(key, matches);
             self.rebuild_program(key);
+        }
+    }
+
+    /// The active sets an endpoint with these labels could be in (a superset of those it is in).
+    fn candidate_sets(&self, endpoint: &Endpoint, labels: &LabelMap) -> BTreeSet<String> {
+        let mut candidates = self.unindexed_sets.clone();
+        for (name, value) in labels {
+            if let Some(index) = self.set_index.get(name) {
+                candidates.extend(index.any.iter().cloned());
+                if let Some(sets) = index.by_value.get(value) {
+                    candidates.extend(sets.iter().cloned());
+                }
+            }
+        }
+        for profile in &endpoint.profile_ids {
+            let tags = self
+                .cluster
+                .profiles
+                .get(profile)
+                .map(|p| p.tags.as_slice());
+            for tag in tags.unwrap_or_default() {
+                if let Some(id) = self.tag_sets.get(tag) {
+                    candidates.insert(id.clone());
+                }
+            }
+        }
+        candidates
+    }
+
+    /// The endpoints that could be in a set (a superset of its members).
+    fn candidate_endpoints(&self, source: &IpSetSource) -> Vec<Shared> {
+        match source {
+            IpSetSource::Tag(tag) => {
+                let mut keys = BTreeSet::new();
+                for (id, profile) in &self.cluster.profiles {
+                    if profile.tags.iter().any(|t| t == tag)
+                        && let Some(users) = self.profile_users.get(id)
+                    {
+                        keys.extend(users.iter().cloned());
+                    }
+                }
+                keys.into_iter().collect()
+            }
+            IpSetSource::Selector(selector) => match selector.requirement() {
+                None => self.labels.keys().cloned().collect(),
+                Some((name, values)) => {
+                    let Some(by_value) = self.endpoints_by_label.get(name) else {
+                        return Vec::new();
+                    };
+                    let mut keys = BTreeSet::new();
+                    match values {
+                        Some(values) => {
+                            for value in values {
+                                keys.extend(by_value.get(value).into_iter().flatten().cloned());
+                            }
+                        }
+                        None => keys.extend(by_value.values().flatten().cloned()),
+                    }
+                    keys.into_iter().collect()
+                }
+            },
+        }
+    }
+
+    fn index_endpoint(&mut self, key: &EndpointKey, labels: &LabelMap) {
+        let shared = self.shared(key);
+        for (name, value) in labels {
+            self.endpoints_by_label
+                .entry(name.clone())
+                .or_default()
+                .entry(value.clone())
+                .or_default()
+                .insert(shared.clone());
+        }
+    }
+
+    /// The shared copy of a key, made on first use.
+    fn shared(&mut self, key: &EndpointKey) -> Shared {
+        if let Some(shared) = self.interned.get(key) {
+            return shared.clone();
+        }
+        let shared = Arc::new(key.clone());
+        self.interned.insert(shared.clone());
+        shared
+    }
+
+    fn unindex_endpoint(&mut self, key: &EndpointKey, labels: &LabelMap) {
+        for (name, value) in labels {
+            let Some(by_value) = self.endpoints_by_label.get_mut(name) else {
+                continue;
+            };
+            if let Some(keys) = by_value.get_mut(value) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    by_value.remove(value);
+                }
+            }
+            if by_value.is_empty() {
+                self.endpoints_by_label.remove(name);
+            }
         }
     }
 
@@ -305,7 +436,7 @@ impl Calculator {
     }
 
     fn profile_members_changed(&mut self, profile: &str) {
-        let users: Vec<EndpointKey> = self
+        let users: Vec<Shared> = self
             .profile_users
             .get(profile)
             .map(|u| u.iter().cloned().collect())
@@ -318,7 +449,10 @@ impl Calculator {
     fn local_users(&self, profile: &str) -> Vec<EndpointKey> {
         self.profile_users
             .get(profile)
-            .map(|users| users.iter().filter(|k| self.is_local(k)).cloned().collect())
+            .map(|users| {
+                let local = users.iter().filter(|k| self.is_local(k));
+                local.map(|k| EndpointKey::clone(k)).collect()
+            })
             .unwrap_or_default()
     }
 
@@ -469,20 +603,72 @@ impl Calculator {
             },
         );
         self.changes.ipsets.insert(id.clone());
-        let joining: Vec<(EndpointKey, Vec<IpAddr>)> = self
-            .cluster
-            .endpoints
-            .iter()
-            .filter(|(key, e)| {
+        self.index_set(&id, &source);
+        let joining: Vec<(Shared, Vec<IpAddr>)> = self
+            .candidate_endpoints(&source)
+            .into_iter()
+            .filter_map(|key| {
                 // An endpoint being refreshed has no labels yet; its refresh joins it.
-                self.labels
-                    .get(*key)
-                    .is_some_and(|labels| self.selects(&source, e, labels))
+                let labels = self.labels.get(&key)?;
+                let endpoint = self.cluster.endpoints.get(&key)?;
+                self.selects(&source, endpoint, labels)
+                    .then(|| (key, endpoint.addresses.clone()))
             })
-            .map(|(key, e)| (key.clone(), e.addresses.clone()))
             .collect();
         for (key, addresses) in joining {
             self.join_ipset(&id, &key, &addresses);
+        }
+    }
+
+    fn index_set(&mut self, id: &str, source: &IpSetSource) {
+        match source {
+            IpSetSource::Tag(tag) => {
+                self.tag_sets.insert(tag.clone(), id.to_owned());
+            }
+            IpSetSource::Selector(selector) => match selector.requirement() {
+                None => {
+                    self.unindexed_sets.insert(id.to_owned());
+                }
+                Some((name, values)) => {
+                    let index = self.set_index.entry(name.to_owned()).or_default();
+                    match values {
+                        None => {
+                            index.any.insert(id.to_owned());
+                        }
+                        Some(values) => {
+                            for value in values {
+                                let sets = index.by_value.entry(value.clone()).or_default();
+                                sets.insert(id.to_owned());
+                            }
+                        }
+                    }
+                }
+            },
+        }
+    }
+
+    fn unindex_set(&mut self, id: &str, source: &IpSetSource) {
+        match source {
+            IpSetSource::Tag(tag) => {
+                self.tag_sets.remove(tag);
+            }
+            IpSetSource::Selector(selector) => match selector.requirement() {
+                None => {
+                    self.unindexed_sets.remove(id);
+                }
+                Some((name, _)) => {
+                    if let Some(index) = self.set_index.get_mut(name) {
+                        index.any.remove(id);
+                        index.by_value.retain(|_, sets| {
+                            sets.remove(id);
+                            !sets.is_empty()
+                        });
+                        if index.any.is_empty() && index.by_value.is_empty() {
+                            self.set_index.remove(name);
+                        }
+                    }
+                }
+            },
         }
     }
 
@@ -494,7 +680,9 @@ impl Calculator {
         if *count > 0 {
             return;
         }
-        self.ipset_refs.remove(id);
+        if let Some((source, _)) = self.ipset_refs.remove(id) {
+            self.unindex_set(id, &source);
+        }
         for key in self.ipset_members.remove(id).unwrap_or_default() {
             if let Some((sets, _)) = self.memberships.get_mut(&key) {
                 sets.remove(id);
@@ -506,7 +694,8 @@ impl Calculator {
     }
 
     fn join_ipset(&mut self, id: &str, key: &EndpointKey, addresses: &[IpAddr]) {
-        let (sets, recorded) = self.memberships.entry(key.clone()).or_default();
+        let shared = self.shared(key);
+        let (sets, recorded) = self.memberships.entry(shared.clone()).or_default();
         if !sets.insert(id.to_owned()) {
             return;
         }
@@ -514,7 +703,7 @@ impl Calculator {
         self.ipset_members
             .entry(id.to_owned())
             .or_default()
-            .insert(key.clone());
+            .insert(shared);
         let counts = self.address_counts.entry(id.to_owned()).or_default();
         let set = self.state.ipsets.get_mut(id).expect("a referenced set");
         for address in addresses {

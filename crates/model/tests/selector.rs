@@ -635,3 +635,52 @@ proptest! {
         let _ = Selector::parse(&text);
     }
 }
+
+#[test]
+fn requirements_name_a_label_every_match_has() {
+    let req = |text: &str| {
+        Selector::parse(text)
+            .unwrap()
+            .requirement()
+            .map(|(name, values)| (name.to_owned(), values.map(<[String]>::to_vec)))
+    };
+    let values = |v: &[&str]| Some(v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+    assert_eq!(req("role == 'db'"), Some(("role".into(), values(&["db"]))));
+    assert_eq!(
+        req("a in {'x', 'y'}"),
+        Some(("a".into(), values(&["x", "y"])))
+    );
+    assert_eq!(
+        req("has(a) && b == 'x'"),
+        Some(("b".into(), values(&["x"])))
+    );
+    assert_eq!(req("has(a) && b != 'x'"), Some(("a".into(), None)));
+    assert_eq!(req("a starts with 'x'"), Some(("a".into(), None)));
+    for none in [
+        "all()",
+        "",
+        "a == 'x' || b == 'y'",
+        "!has(a)",
+        "a != 'x'",
+        "a not in {'x'}",
+    ] {
+        assert_eq!(req(none), None, "{none:?}");
+    }
+}
+
+proptest! {
+    /// The requirement never excludes an endpoint the selector matches.
+    #[test]
+    fn requirements_are_sound(text in selector_text(), labels in label_map()) {
+        let selector = Selector::parse(&text).unwrap();
+        if selector.evaluate(&labels)
+            && let Some((name, values)) = selector.requirement()
+        {
+            let value = labels.get(name);
+            prop_assert!(value.is_some(), "{text} matched without {name}");
+            if let Some(values) = values {
+                prop_assert!(values.contains(value.unwrap()), "{text}: {name} not in {values:?}");
+            }
+        }
+    }
+}

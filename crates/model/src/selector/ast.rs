@@ -76,6 +76,32 @@ impl Expr {
         }
     }
 
+    /// A label every matching endpoint must have (and, when known, the values it may have):
+    /// what an index can look candidates up by. `None` when the selector can match endpoints
+    /// without any particular label.
+    pub(super) fn requirement(&self) -> Option<(&str, Option<&[String]>)> {
+        match self {
+            Expr::Equals(name, value) => Some((name, Some(std::slice::from_ref(value)))),
+            Expr::In(name, set) => Some((name, Some(set))),
+            Expr::Has(name)
+            | Expr::Contains(name, _)
+            | Expr::StartsWith(name, _)
+            | Expr::EndsWith(name, _) => Some((name, None)),
+            Expr::And(operands) => {
+                let mut best = None;
+                for operand in operands {
+                    match operand.requirement() {
+                        Some((name, Some(values))) => return Some((name, Some(values))),
+                        Some(any) => best = best.or(Some(any)),
+                        None => {}
+                    }
+                }
+                best
+            }
+            _ => None,
+        }
+    }
+
     /// How tightly the canonical text of this node binds: operands of a tighter operator that
     /// bind more loosely get parentheses.
     fn binding(&self) -> u8 {

@@ -110,6 +110,15 @@ impl Selector {
         self.labels.iter().map(String::as_str)
     }
 
+    /// A label every endpoint this selector matches must have, and the values it may take
+    /// (`None`: any value): `role == "db" && ...` requires `role` with value `db`;
+    /// `has(role)` requires `role` with any value. `None` for selectors with no such label
+    /// (`all()`, `!`, `||`, `!=`, `not in`). Indexes use it to evaluate a selector only against
+    /// endpoints that can match.
+    pub fn requirement(&self) -> Option<(&str, Option<&[String]>)> {
+        self.expr.requirement()
+    }
+
     /// Whether this is `all()`.
     pub fn is_all(&self) -> bool {
         matches!(self.expr, ast::Expr::All)
