@@ -6,6 +6,6 @@ pub mod render;
 
 pub use render::config::{DropAction, EndpointToHostAction, MarkBits, RenderConfig};
 pub use render::{
-    IpVersion, ipset_name, kernel_jumps, policy_chain, profile_chain, render_filter,
+    FilterTable, IpVersion, ipset_name, kernel_jumps, policy_chain, profile_chain, render_filter,
     render_ipset_updates, render_ipsets,
 };

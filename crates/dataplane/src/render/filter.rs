@@ -10,17 +10,18 @@
 //! Only our interfaces are touched: workload interfaces (`InterfacePrefix`) and the interfaces
 //! of host endpoints. Other traffic returns to the kernel chains untouched.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::net::IpAddr;
 
-use calico_calc::{DesiredState, EndpointKey, EndpointProgram, Rules};
+use calico_calc::{Changes, DesiredState, EndpointKey, EndpointProgram, PolicyId, Rules};
 
 use super::config::RenderConfig;
 use super::rules::{RuleContext, render_rule};
 use super::{IpVersion, policy_chain, profile_chain, quote};
 
 /// A chain and its rule bodies.
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Chain {
     name: String,
     rules: Vec<String>,
@@ -39,35 +40,152 @@ impl Chain {
     }
 }
 
+/// What a group of chains is rendered from; the unit of incremental re-rendering.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Owner {
+    Entry,
+    Dispatch,
+    Endpoint(EndpointKey),
+    Policy(PolicyId),
+    Profile(String),
+}
+
 /// The whole filter table for one IP version, as `iptables-restore --noflush` input: every
 /// chain is declared (and so flushed) and refilled. The kernel chains are not touched; they
 /// need one jump each to our entry chains (see [`kernel_jumps`]).
 pub fn render_filter(state: &DesiredState, config: &RenderConfig, version: IpVersion) -> String {
-    let renderer = Renderer { config, version };
-    let mut chains = renderer.entry_chains();
-    chains.extend(renderer.dispatch_chains(state));
-    for (key, program) in &state.endpoints {
-        chains.extend(renderer.endpoint_chains(key, program));
+    FilterTable::new(config.clone(), version).render_all(state)
+}
+
+/// The filter table as last rendered, so that a change re-renders only what it touched and
+/// emits only the chains whose rules differ.
+#[derive(Debug)]
+pub struct FilterTable {
+    config: RenderConfig,
+    version: IpVersion,
+    owned: BTreeMap<Owner, Vec<Chain>>,
+}
+
+impl FilterTable {
+    pub fn new(config: RenderConfig, version: IpVersion) -> FilterTable {
+        FilterTable {
+            config,
+            version,
+            owned: BTreeMap::new(),
+        }
     }
-    for (id, rules) in &state.policies {
-        let what = format!("policy {}/{}", id.tier, id.name);
-        chains.extend(renderer.rule_chains(&what, rules, false, |inbound| {
-            policy_chain(inbound, &id.tier, &id.name)
-        }));
+
+    /// Renders every chain (start-up and repair): restore input that declares and refills all.
+    pub fn render_all(&mut self, state: &DesiredState) -> String {
+        let mut owners = vec![Owner::Entry, Owner::Dispatch];
+        owners.extend(state.endpoints.keys().cloned().map(Owner::Endpoint));
+        owners.extend(state.policies.keys().cloned().map(Owner::Policy));
+        owners.extend(state.profiles.keys().cloned().map(Owner::Profile));
+        self.owned.clear();
+        for owner in owners {
+            let chains = self.render_owner(state, &owner);
+            self.owned.insert(owner, chains);
+        }
+        let all: Vec<&Chain> = self.owned.values().flatten().collect();
+        restore_text(&all, &[])
     }
-    for (id, rules) in &state.profiles {
-        let what = format!("profile {id}");
-        chains
-            .extend(renderer.rule_chains(&what, rules, true, |inbound| profile_chain(inbound, id)));
+
+    /// Re-renders what `changes` touched and returns restore input holding only the chains
+    /// that are new or whose rules changed, and the deletion of chains no longer needed.
+    pub fn render_changes(&mut self, state: &DesiredState, changes: &Changes) -> String {
+        let mut owners: BTreeSet<Owner> = BTreeSet::new();
+        owners.extend(changes.endpoints.iter().cloned().map(Owner::Endpoint));
+        owners.extend(changes.policies.iter().cloned().map(Owner::Policy));
+        owners.extend(changes.profiles.iter().cloned().map(Owner::Profile));
+        if !changes.endpoints.is_empty() {
+            owners.insert(Owner::Dispatch);
+        }
+        let mut old: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut new: Vec<Chain> = Vec::new();
+        for owner in owners {
+            for chain in self.owned.remove(&owner).unwrap_or_default() {
+                old.insert(chain.name, chain.rules);
+            }
+            let chains = self.render_owner(state, &owner);
+            new.extend(chains.iter().cloned());
+            if !chains.is_empty() {
+                self.owned.insert(owner, chains);
+            }
+        }
+        let changed: Vec<&Chain> = new
+            .iter()
+            .filter(|c| old.get(&c.name) != Some(&c.rules))
+            .collect();
+        let kept: BTreeSet<&str> = new.iter().map(|c| c.name.as_str()).collect();
+        let removed: Vec<&str> = old
+            .keys()
+            .map(String::as_str)
+            .filter(|name| !kept.contains(name))
+            .collect();
+        restore_text(&changed, &removed)
+    }
+
+    /// Every chain as last rendered: name → rules.
+    pub fn chains(&self) -> BTreeMap<&str, &[String]> {
+        self.owned
+            .values()
+            .flatten()
+            .map(|c| (c.name.as_str(), c.rules.as_slice()))
+            .collect()
+    }
+
+    fn render_owner(&self, state: &DesiredState, owner: &Owner) -> Vec<Chain> {
+        let renderer = Renderer {
+            config: &self.config,
+            version: self.version,
+        };
+        match owner {
+            Owner::Entry => renderer.entry_chains(),
+            Owner::Dispatch => renderer.dispatch_chains(state),
+            Owner::Endpoint(key) => match state.endpoints.get(key) {
+                Some(program) => renderer.endpoint_chains(key, program),
+                None => Vec::new(),
+            },
+            Owner::Policy(id) => match state.policies.get(id) {
+                Some(rules) => {
+                    let what = format!("policy {}/{}", id.tier, id.name);
+                    renderer.rule_chains(&what, rules, false, |inbound| {
+                        policy_chain(inbound, &id.tier, &id.name)
+                    })
+                }
+                None => Vec::new(),
+            },
+            Owner::Profile(id) => match state.profiles.get(id) {
+                Some(rules) => {
+                    let what = format!("profile {id}");
+                    renderer.rule_chains(&what, rules, true, |inbound| profile_chain(inbound, id))
+                }
+                None => Vec::new(),
+            },
+        }
+    }
+}
+
+/// Restore input: declare (flush) and fill `chains`, then delete `removed` (declared first, so
+/// they are empty, and deleted last, once nothing refers to them).
+fn restore_text(chains: &[&Chain], removed: &[&str]) -> String {
+    if chains.is_empty() && removed.is_empty() {
+        return String::new();
     }
     let mut out = String::from("*filter\n");
-    for chain in &chains {
+    for chain in chains {
         writeln!(out, ":{} - [0:0]", chain.name).unwrap();
     }
-    for chain in &chains {
+    for name in removed {
+        writeln!(out, ":{name} - [0:0]").unwrap();
+    }
+    for chain in chains {
         for rule in &chain.rules {
             writeln!(out, "-A {} {rule}", chain.name).unwrap();
         }
+    }
+    for name in removed {
+        writeln!(out, "-X {name}").unwrap();
     }
     out.push_str("COMMIT\n");
     out

@@ -24,7 +24,7 @@ use std::hash::Hasher;
 
 use fnv::FnvHasher;
 
-pub use filter::{kernel_jumps, render_filter};
+pub use filter::{FilterTable, kernel_jumps, render_filter};
 pub use ipsets::{render_ipset_updates, render_ipsets};
 
 /// IPv4 (`iptables`, `inet` sets) or IPv6 (`ip6tables`, `inet6` sets).
