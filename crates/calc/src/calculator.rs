@@ -17,13 +17,13 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use calico_model::Key;
-use calico_model::labels::LabelMap;
 use calico_model::policy::Policy;
 
 use crate::cluster::{Applied, Cluster, Endpoint, EndpointKey};
 use crate::desired::{
     DesiredState, EndpointProgram, IpSet, IpSetSource, PolicyId, Rules, TierProgram, ipset_sources,
 };
+use crate::labels::LabelSet;
 
 /// What changed since the last [`Calculator::take_changes`]: look each up in the state (present:
 /// program it; absent: remove it).
@@ -60,7 +60,7 @@ pub struct Calculator {
     hostname: String,
     cluster: Cluster,
     /// Effective labels of every endpoint.
-    labels: HashMap<Shared, LabelMap>,
+    labels: HashMap<Shared, LabelSet>,
     /// The shared key of every endpoint the indexes hold.
     interned: HashSet<Shared>,
     /// Profile id → the endpoints listing it.
@@ -84,7 +84,7 @@ pub struct Calculator {
     /// Active tag sets: tag → set id.
     tag_sets: HashMap<String, String>,
     /// Endpoints by label: name → value → endpoints.
-    endpoints_by_label: HashMap<String, HashMap<String, BTreeSet<Shared>>>,
+    endpoints_by_label: HashMap<Arc<str>, HashMap<Arc<str>, BTreeSet<Shared>>>,
     state: DesiredState,
     changes: Changes,
 }
@@ -241,12 +241,12 @@ impl Calculator {
     }
 
     /// The active sets an endpoint with these labels could be in (a superset of those it is in).
-    fn candidate_sets(&self, endpoint: &Endpoint, labels: &LabelMap) -> BTreeSet<String> {
+    fn candidate_sets(&self, endpoint: &Endpoint, labels: &LabelSet) -> BTreeSet<String> {
         let mut candidates = self.unindexed_sets.clone();
-        for (name, value) in labels {
-            if let Some(index) = self.set_index.get(name) {
+        for (name, value) in labels.iter() {
+            if let Some(index) = self.set_index.get(name.as_ref()) {
                 candidates.extend(index.any.iter().cloned());
-                if let Some(sets) = index.by_value.get(value) {
+                if let Some(sets) = index.by_value.get(value.as_ref()) {
                     candidates.extend(sets.iter().cloned());
                 }
             }
@@ -290,7 +290,9 @@ impl Calculator {
                     match values {
                         Some(values) => {
                             for value in values {
-                                keys.extend(by_value.get(value).into_iter().flatten().cloned());
+                                keys.extend(
+                                    by_value.get(value.as_str()).into_iter().flatten().cloned(),
+                                );
                             }
                         }
                         None => keys.extend(by_value.values().flatten().cloned()),
@@ -301,9 +303,9 @@ impl Calculator {
         }
     }
 
-    fn index_endpoint(&mut self, key: &EndpointKey, labels: &LabelMap) {
+    fn index_endpoint(&mut self, key: &EndpointKey, labels: &LabelSet) {
         let shared = self.shared(key);
-        for (name, value) in labels {
+        for (name, value) in labels.iter() {
             self.endpoints_by_label
                 .entry(name.clone())
                 .or_default()
@@ -323,24 +325,24 @@ impl Calculator {
         shared
     }
 
-    fn unindex_endpoint(&mut self, key: &EndpointKey, labels: &LabelMap) {
-        for (name, value) in labels {
-            let Some(by_value) = self.endpoints_by_label.get_mut(name) else {
+    fn unindex_endpoint(&mut self, key: &EndpointKey, labels: &LabelSet) {
+        for (name, value) in labels.iter() {
+            let Some(by_value) = self.endpoints_by_label.get_mut(name.as_ref()) else {
                 continue;
             };
-            if let Some(keys) = by_value.get_mut(value) {
+            if let Some(keys) = by_value.get_mut(value.as_ref()) {
                 keys.remove(key);
                 if keys.is_empty() {
-                    by_value.remove(value);
+                    by_value.remove(value.as_ref());
                 }
             }
             if by_value.is_empty() {
-                self.endpoints_by_label.remove(name);
+                self.endpoints_by_label.remove(name.as_ref());
             }
         }
     }
 
-    fn selects(&self, source: &IpSetSource, endpoint: &Endpoint, labels: &LabelMap) -> bool {
+    fn selects(&self, source: &IpSetSource, endpoint: &Endpoint, labels: &LabelSet) -> bool {
         match source {
             IpSetSource::Tag(tag) => self.cluster.has_tag(endpoint, tag),
             IpSetSource::Selector(selector) => selector.evaluate(labels),

@@ -8,10 +8,11 @@ use std::net::IpAddr;
 
 use calico_model::endpoint::{EndpointState, HostEndpoint, WorkloadEndpoint};
 use calico_model::key::{HostEndpointId, Key, WorkloadEndpointId};
-use calico_model::labels::LabelMap;
 use calico_model::policy::{Order, Policy};
 use calico_model::profile::ProfileRules;
 use calico_model::{Value, parse_value};
+
+use crate::labels::{Interner, LabelSet};
 
 /// Which endpoint: a workload's interface or a host's.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -52,27 +53,25 @@ pub struct Endpoint {
     /// Inactive workload endpoints pass no traffic.
     pub active: bool,
     pub profile_ids: Vec<String>,
-    pub labels: LabelMap,
+    pub labels: LabelSet,
     /// The addresses rules resolve tags and selectors to: a workload's `ipv4_nets` /
     /// `ipv6_nets`, a host endpoint's `expected_ipvX_addrs`.
     pub addresses: Vec<IpAddr>,
 }
 
-impl From<&WorkloadEndpoint> for Endpoint {
-    fn from(wep: &WorkloadEndpoint) -> Endpoint {
+impl Endpoint {
+    fn workload(wep: &WorkloadEndpoint, interner: &mut Interner) -> Endpoint {
         let nets = wep.ipv4_nets.iter().chain(&wep.ipv6_nets);
         Endpoint {
             interface: Some(wep.name.clone()),
             active: wep.state == EndpointState::Active,
             profile_ids: wep.profile_ids.clone(),
-            labels: wep.labels.clone(),
+            labels: interner.labels(&wep.labels),
             addresses: nets.map(|net| net.addr()).collect(),
         }
     }
-}
 
-impl From<&HostEndpoint> for Endpoint {
-    fn from(hep: &HostEndpoint) -> Endpoint {
+    fn host(hep: &HostEndpoint, interner: &mut Interner) -> Endpoint {
         let addrs = hep
             .expected_ipv4_addrs
             .iter()
@@ -81,7 +80,7 @@ impl From<&HostEndpoint> for Endpoint {
             interface: hep.name.clone(),
             active: true,
             profile_ids: hep.profile_ids.clone(),
-            labels: hep.labels.clone(),
+            labels: interner.labels(&hep.labels),
             addresses: addrs.copied().collect(),
         }
     }
@@ -92,7 +91,7 @@ impl From<&HostEndpoint> for Endpoint {
 pub struct Profile {
     pub rules: Option<ProfileRules>,
     pub tags: Vec<String>,
-    pub labels: LabelMap,
+    pub labels: LabelSet,
 }
 
 impl Profile {
@@ -131,7 +130,14 @@ pub struct Cluster {
     pub endpoints: BTreeMap<EndpointKey, Endpoint>,
     pub profiles: BTreeMap<String, Profile>,
     pub tiers: BTreeMap<String, Tier>,
+    /// Shares label names and values between endpoints.
+    interner: Interner,
+    /// Updates since the interner was last purged.
+    since_purge: usize,
 }
+
+/// How many updates pass between purges of strings nobody uses any more.
+const PURGE_EVERY: usize = 65_536;
 
 impl Cluster {
     /// Applies one datastore update: `Some(value)` for a put, `None` for a delete.
@@ -141,6 +147,11 @@ impl Cluster {
         };
         if !self.uses(&parsed) {
             return Applied::Ignored;
+        }
+        self.since_purge += 1;
+        if self.since_purge >= PURGE_EVERY {
+            self.interner.purge();
+            self.since_purge = 0;
         }
         let Some(raw) = value else {
             self.remove(&parsed);
@@ -177,11 +188,11 @@ impl Cluster {
     fn store(&mut self, key: Key, value: Value) {
         match (key, value) {
             (Key::WorkloadEndpoint(id), Value::WorkloadEndpoint(wep)) => {
-                let endpoint = Endpoint::from(wep.as_ref());
+                let endpoint = Endpoint::workload(&wep, &mut self.interner);
                 self.endpoints.insert(EndpointKey::Workload(id), endpoint);
             }
             (Key::HostEndpoint(id), Value::HostEndpoint(hep)) => {
-                let endpoint = Endpoint::from(hep.as_ref());
+                let endpoint = Endpoint::host(&hep, &mut self.interner);
                 self.endpoints.insert(EndpointKey::Host(id), endpoint);
             }
             (Key::ProfileRules { profile }, Value::ProfileRules(rules)) => {
@@ -191,7 +202,8 @@ impl Cluster {
                 self.profiles.entry(profile).or_default().tags = tags.0;
             }
             (Key::ProfileLabels { profile }, Value::ProfileLabels(labels)) => {
-                self.profiles.entry(profile).or_default().labels = labels.0;
+                let labels = self.interner.labels(&labels.0);
+                self.profiles.entry(profile).or_default().labels = labels;
             }
             (Key::TierMetadata { tier }, Value::TierMetadata(metadata)) => {
                 let tier = self.tiers.entry(tier).or_default();
@@ -216,7 +228,9 @@ impl Cluster {
             }
             Key::ProfileRules { profile } => self.edit_profile(profile, |p| p.rules = None),
             Key::ProfileTags { profile } => self.edit_profile(profile, |p| p.tags.clear()),
-            Key::ProfileLabels { profile } => self.edit_profile(profile, |p| p.labels.clear()),
+            Key::ProfileLabels { profile } => {
+                self.edit_profile(profile, |p| p.labels = LabelSet::default());
+            }
             Key::TierMetadata { tier } => self.edit_tier(tier, |t| {
                 t.order = Order::Default;
                 t.has_metadata = false;
@@ -248,16 +262,19 @@ impl Cluster {
 
     /// The labels selectors see on an endpoint: its own, over those of its profiles (among
     /// profiles, the first in `profile_ids` wins).
-    pub fn effective_labels(&self, endpoint: &Endpoint) -> LabelMap {
+    pub fn effective_labels(&self, endpoint: &Endpoint) -> LabelSet {
         let mut labels = endpoint.labels.clone();
         for id in &endpoint.profile_ids {
             if let Some(profile) = self.profiles.get(id) {
-                for (name, value) in &profile.labels {
-                    labels.entry(name.clone()).or_insert_with(|| value.clone());
-                }
+                labels = labels.over(&profile.labels);
             }
         }
         labels
+    }
+
+    /// Interns a string (label names and values, for indexes that key by them).
+    pub fn intern(&mut self, text: &str) -> std::sync::Arc<str> {
+        self.interner.intern(text)
     }
 
     /// Whether the endpoint is a member of `tag`: one of its profiles lists it.

@@ -6,6 +6,7 @@ pub mod calculator;
 pub mod cluster;
 pub mod desired;
 pub mod explain;
+pub mod labels;
 
 pub use calculator::{Calculator, Changes};
 pub use cluster::{Applied, Cluster, Endpoint, EndpointKey, Profile, Tier};
@@ -13,3 +14,4 @@ pub use desired::{
     DesiredState, EndpointProgram, IpSet, IpSetSource, PolicyId, Rules, TierProgram, desired_state,
 };
 pub use explain::{Direction, Explanation, Packet, Reason, RuleSource, Verdict, explain};
+pub use labels::{Interner, LabelSet};
