@@ -142,7 +142,7 @@ impl Calculator {
             .as_ref()
             .and_then(|k| self.cluster.endpoints.get(k))
             .map(|e| e.profile_ids.clone());
-        let applied = self.cluster.apply(key, value);
+        let applied = self.cluster.apply_parsed(key, &parsed, value);
         if applied == Applied::Ignored {
             return applied;
         }
@@ -210,7 +210,7 @@ impl Calculator {
         if let Some(old) = self.labels.remove(key) {
             self.unindex_endpoint(key, &old);
         }
-        let Some(endpoint) = self.cluster.endpoints.get(key).cloned() else {
+        let Some(endpoint) = self.cluster.endpoints.get(key) else {
             if self.local_matches.contains_key(key) {
                 self.set_matches(key, BTreeSet::new());
                 self.local_matches.remove(key);
@@ -221,14 +221,15 @@ impl Calculator {
             self.interned.remove(key);
             return;
         };
-        let labels = self.cluster.effective_labels(&endpoint);
+        let labels = self.cluster.effective_labels(endpoint);
         let joined: Vec<String> = self
-            .candidate_sets(&endpoint, &labels)
+            .candidate_sets(endpoint, &labels)
             .into_iter()
-            .filter(|id| self.selects(&self.ipset_refs[id].0, &endpoint, &labels))
+            .filter(|id| self.selects(&self.ipset_refs[id].0, endpoint, &labels))
             .collect();
+        let addresses = endpoint.addresses.clone();
         for id in joined {
-            self.join_ipset(&id, key, &endpoint.addresses);
+            self.join_ipset(&id, key, &addresses);
         }
         self.index_endpoint(key, &labels);
         let shared = self.shared(key);

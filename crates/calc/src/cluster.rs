@@ -142,10 +142,15 @@ const PURGE_EVERY: usize = 65_536;
 impl Cluster {
     /// Applies one datastore update: `Some(value)` for a put, `None` for a delete.
     pub fn apply(&mut self, key: &str, value: Option<&str>) -> Applied {
-        let Ok(parsed) = Key::parse(key) else {
-            return Applied::Ignored;
-        };
-        if !self.uses(&parsed) {
+        match Key::parse(key) {
+            Ok(parsed) => self.apply_parsed(key, &parsed, value),
+            Err(_) => Applied::Ignored,
+        }
+    }
+
+    /// [`Cluster::apply`] for a key already parsed.
+    pub fn apply_parsed(&mut self, key: &str, parsed: &Key, value: Option<&str>) -> Applied {
+        if !self.uses(parsed) {
             return Applied::Ignored;
         }
         self.since_purge += 1;
@@ -154,17 +159,17 @@ impl Cluster {
             self.since_purge = 0;
         }
         let Some(raw) = value else {
-            self.remove(&parsed);
+            self.remove(parsed);
             return Applied::Changed;
         };
-        match parse_value(&parsed, raw) {
+        match parse_value(parsed, raw) {
             Ok(value) => {
-                self.store(parsed, value);
+                self.store(parsed.clone(), value);
                 Applied::Changed
             }
             Err(error) => {
                 tracing::warn!(key, %error, "invalid {}; treating it as missing", parsed.kind());
-                self.remove(&parsed);
+                self.remove(parsed);
                 Applied::Invalid {
                     reason: error.to_string(),
                 }
