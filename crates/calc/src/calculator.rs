@@ -22,6 +22,7 @@ use calico_model::policy::Policy;
 use crate::cluster::{Applied, Cluster, Endpoint, EndpointKey};
 use crate::desired::{
     DesiredState, EndpointProgram, IpSet, IpSetSource, PolicyId, Rules, TierProgram, ipset_sources,
+    pool_sets,
 };
 use crate::labels::LabelSet;
 
@@ -33,6 +34,8 @@ pub struct Changes {
     pub policies: BTreeSet<PolicyId>,
     pub profiles: BTreeSet<String>,
     pub ipsets: BTreeSet<String>,
+    /// The pool sets changed.
+    pub pools: bool,
 }
 
 impl Changes {
@@ -41,6 +44,7 @@ impl Changes {
             && self.policies.is_empty()
             && self.profiles.is_empty()
             && self.ipsets.is_empty()
+            && !self.pools
     }
 }
 
@@ -157,9 +161,19 @@ impl Calculator {
             }
             Key::TierMetadata { tier } => self.tier_changed(&tier),
             Key::Policy { tier, policy } => self.policy_changed(&PolicyId { tier, name: policy }),
+            Key::Pool { .. } => self.pools_changed(),
             _ => {}
         }
         applied
+    }
+
+    fn pools_changed(&mut self) {
+        let (all, masquerade) = pool_sets(&self.cluster);
+        if all != self.state.pools || masquerade != self.state.masquerade_pools {
+            self.state.pools = all;
+            self.state.masquerade_pools = masquerade;
+            self.changes.pools = true;
+        }
     }
 
     fn is_local(&self, endpoint: &EndpointKey) -> bool {

@@ -9,8 +9,10 @@ use std::net::IpAddr;
 use calico_model::endpoint::{EndpointState, HostEndpoint, WorkloadEndpoint};
 use calico_model::key::{HostEndpointId, Key, WorkloadEndpointId};
 use calico_model::policy::{Order, Policy};
+use calico_model::pool::IpPool;
 use calico_model::profile::ProfileRules;
 use calico_model::{Value, parse_value};
+use ipnet::IpNet;
 
 use crate::labels::{Interner, LabelSet};
 
@@ -130,6 +132,9 @@ pub struct Cluster {
     pub endpoints: BTreeMap<EndpointKey, Endpoint>,
     pub profiles: BTreeMap<String, Profile>,
     pub tiers: BTreeMap<String, Tier>,
+    /// IP pools by CIDR: addresses in them are Calico's, and masquerading pools NAT traffic
+    /// leaving for anywhere outside every pool.
+    pub pools: BTreeMap<IpNet, IpPool>,
     /// Shares label names and values between endpoints.
     interner: Interner,
     /// Updates since the interner was last purged.
@@ -187,6 +192,7 @@ impl Cluster {
                 | Key::ProfileLabels { .. }
                 | Key::TierMetadata { .. }
                 | Key::Policy { .. }
+                | Key::Pool { .. }
         )
     }
 
@@ -219,6 +225,9 @@ impl Cluster {
                 let tier = self.tiers.entry(tier).or_default();
                 tier.policies.insert(policy, *value);
             }
+            (Key::Pool { cidr }, Value::Pool(pool)) => {
+                self.pools.insert(cidr, pool);
+            }
             (key, _) => unreachable!("parse_value typed {key} by its key"),
         }
     }
@@ -243,6 +252,9 @@ impl Cluster {
             Key::Policy { tier, policy } => self.edit_tier(tier, |t| {
                 t.policies.remove(policy);
             }),
+            Key::Pool { cidr } => {
+                self.pools.remove(cidr);
+            }
             _ => {}
         }
     }

@@ -17,6 +17,7 @@ use calico_model::policy::Policy;
 use calico_model::rule::Rule;
 use calico_model::selector::Selector;
 use fnv::FnvHasher;
+use ipnet::IpNet;
 
 use crate::cluster::{Cluster, Endpoint, EndpointKey};
 
@@ -94,6 +95,22 @@ pub struct DesiredState {
     pub profiles: BTreeMap<String, Rules>,
     /// By [`IpSetSource::id`].
     pub ipsets: BTreeMap<String, IpSet>,
+    /// Every IP pool's CIDR.
+    pub pools: BTreeSet<IpNet>,
+    /// The CIDRs of pools with `masquerade`: traffic from them to outside all pools is NATed.
+    pub masquerade_pools: BTreeSet<IpNet>,
+}
+
+/// The pool sets of the desired state: all pools, and the masquerading ones.
+pub fn pool_sets(cluster: &Cluster) -> (BTreeSet<IpNet>, BTreeSet<IpNet>) {
+    let all = cluster.pools.keys().copied().collect();
+    let masquerade = cluster
+        .pools
+        .iter()
+        .filter(|(_, pool)| pool.masquerade)
+        .map(|(cidr, _)| *cidr)
+        .collect();
+    (all, masquerade)
 }
 
 /// Computes the desired state of `hostname` from scratch.
@@ -154,6 +171,7 @@ pub fn desired_state(cluster: &Cluster, hostname: &str) -> DesiredState {
         state.endpoints.insert(key.clone(), program);
     }
     state.ipsets = ipsets(cluster, &state);
+    (state.pools, state.masquerade_pools) = pool_sets(cluster);
     state
 }
 

@@ -193,7 +193,7 @@ proptest! {
 
     #[test]
     fn incremental_state_equals_the_state_computed_from_scratch(
-        steps in prop::collection::vec((0..17usize, 0..6usize), 1..60),
+        steps in prop::collection::vec((0..19usize, 0..6usize), 1..60),
     ) {
         let pool = pool();
         let mut calc = Calculator::new(HOST);
@@ -211,6 +211,9 @@ proptest! {
             prop_assert!(policies.is_subset(&reported), "unreported policies after {}", key);
             prop_assert!(profiles.is_subset(&changes.profiles), "unreported profiles after {}", key);
             prop_assert!(ipsets.is_subset(&changes.ipsets), "unreported ipsets after {}", key);
+            let pools_differ = before.pools != expected.pools
+                || before.masquerade_pools != expected.masquerade_pools;
+            prop_assert!(!pools_differ || changes.pools, "unreported pools after {}", key);
         }
     }
 }

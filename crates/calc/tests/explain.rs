@@ -597,7 +597,7 @@ fn keys_outside_policy_are_ignored() {
     assert_eq!(c.apply("/calico/v1/Ready", Some("true")), Applied::Ignored);
     assert_eq!(c.apply("/not/calico", Some("x")), Applied::Ignored);
     assert_eq!(
-        c.apply("/calico/v1/ipam/v4/pool/10.0.0.0-8", Some("{}")),
+        c.apply("/calico/bgp/v1/global/as_num", Some("64512")),
         Applied::Ignored
     );
 }

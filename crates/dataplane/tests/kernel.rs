@@ -2,7 +2,10 @@
 //! (IPv4 and IPv6) load it inside a network namespace made for the test.
 
 use calico_calc::Calculator;
-use calico_dataplane::{DropAction, IpVersion, RenderConfig, render_filter, render_ipsets};
+use calico_dataplane::{
+    DropAction, IpVersion, RenderConfig, render_filter, render_ipsets, render_nat,
+    render_pool_ipsets,
+};
 use calico_testkit::NetNs;
 
 fn calculator() -> Calculator {
@@ -30,6 +33,18 @@ fn calculator() -> Calculator {
             r#"{"inbound_rules": [{"!src_selector": "has(role)", "!dst_ports": [22], "protocol": "udp", "action": "deny"}, {"action": "log"}]}"#,
         ),
         ("/calico/v1/policy/tier/t1/metadata", r#"{"order": 1}"#),
+        (
+            "/calico/v1/ipam/v4/pool/10.0.0.0-16",
+            r#"{"cidr": "10.0.0.0/16", "masquerade": true}"#,
+        ),
+        (
+            "/calico/v1/ipam/v4/pool/10.1.0.0-16",
+            r#"{"cidr": "10.1.0.0/16"}"#,
+        ),
+        (
+            "/calico/v1/ipam/v6/pool/fd00::-64",
+            r#"{"cidr": "fd00::/64", "masquerade": true}"#,
+        ),
         (
             "/calico/v1/policy/tier/t1/policy/p1",
             r#"{"selector": "all()", "inbound_rules": [{"!src_net": "10.0.0.0/8", "action": "next-tier"}], "outbound_rules": [{"action": "next-tier"}]}"#,
@@ -59,6 +74,14 @@ fn iptables_restore_and_ipset_restore_accept_the_rendered_text() {
         (IpVersion::V6, "ip6tables-restore", "ip6tables-save"),
     ] {
         ns.run_ok("ipset", &["restore"], &render_ipsets(calc.state(), version));
+        ns.run_ok(
+            "ipset",
+            &["restore"],
+            &render_pool_ipsets(calc.state(), version),
+        );
+        ns.run_ok(restore, &["--noflush"], &render_nat(version));
+        let nat = ns.run_ok(save, &["-t", "nat"], "");
+        assert!(nat.contains("-j MASQUERADE"), "{nat}");
         let filter = render_filter(calc.state(), &config, version);
         ns.run_ok(restore, &["--noflush"], &filter);
         // Loading it again (what a resync does) works too, and leaves the same rules.
@@ -83,6 +106,11 @@ fn iptables_restore_and_ipset_restore_accept_the_rendered_text() {
         }
     }
     let sets = ns.run_ok("ipset", &["list", "-n"], "");
+    let masq = ns.run_ok("ipset", &["list", "cali4-masq-pools"], "");
+    assert!(
+        masq.contains("10.0.0.0/16") && !masq.contains("10.1.0.0/16"),
+        "{masq}"
+    );
     assert!(sets.lines().any(|s| s.starts_with("cali4-t")), "{sets}");
     assert!(sets.lines().any(|s| s.starts_with("cali6-s")), "{sets}");
 }

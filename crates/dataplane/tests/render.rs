@@ -95,3 +95,14 @@ fn a_host_with_no_endpoints_has_only_the_entry_and_dispatch_chains() {
     let text = render_filter(calc.state(), &RenderConfig::default(), IpVersion::V4);
     insta::assert_snapshot!(text);
 }
+
+#[test]
+fn seed_examples_nat_and_pool_sets() {
+    let calc = cluster("my-host", &[]);
+    let text = format!(
+        "{}{}",
+        calico_dataplane::render_pool_ipsets(calc.state(), IpVersion::V4),
+        calico_dataplane::render_nat(IpVersion::V4)
+    );
+    insta::assert_snapshot!(text);
+}

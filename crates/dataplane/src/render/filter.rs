@@ -192,11 +192,12 @@ fn restore_text(chains: &[&Chain], removed: &[&str]) -> String {
 }
 
 /// The jumps the kernel chains need (table, kernel chain, our chain), inserted first.
-pub fn kernel_jumps() -> [(&'static str, &'static str, &'static str); 3] {
+pub fn kernel_jumps() -> [(&'static str, &'static str, &'static str); 4] {
     [
         ("filter", "INPUT", "cali-INPUT"),
         ("filter", "FORWARD", "cali-FORWARD"),
         ("filter", "OUTPUT", "cali-OUTPUT"),
+        ("nat", "POSTROUTING", "cali-POSTROUTING"),
     ]
 }
 

@@ -14,10 +14,13 @@
 //! | `cali-pi-<hash>`, `cali-po-<hash>` | a policy's inbound / outbound rules |
 //! | `cali-ri-<hash>`, `cali-ro-<hash>` | a profile's inbound / outbound rules |
 //! | `cali4-<id>`, `cali6-<id>` | the IP set of a selector or tag (`<id>` from `IpSetSource::id`) |
+//! | `cali-POSTROUTING` (nat) | masquerade from masquerading pools to outside all pools |
+//! | `cali4-all-pools`, `cali4-masq-pools` | every pool's CIDR; the masquerading pools' CIDRs |
 
 pub mod config;
 mod filter;
 mod ipsets;
+mod nat;
 mod rules;
 
 use std::hash::Hasher;
@@ -26,6 +29,7 @@ use fnv::FnvHasher;
 
 pub use filter::{FilterTable, kernel_jumps, render_filter};
 pub use ipsets::{render_ipset_updates, render_ipsets};
+pub use nat::{all_pools_set, masquerade_pools_set, render_nat, render_pool_ipsets};
 
 /// IPv4 (`iptables`, `inet` sets) or IPv6 (`ip6tables`, `inet6` sets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
