@@ -101,6 +101,20 @@ pub struct DesiredState {
     pub masquerade_pools: BTreeSet<IpNet>,
 }
 
+impl DesiredState {
+    /// The routes the host needs: each address of each active local workload endpoint, as a
+    /// host route (/32 or /128) through the workload's interface. Inactive workloads and host
+    /// endpoints get none.
+    pub fn routes(&self) -> BTreeMap<IpNet, &str> {
+        self.endpoints
+            .iter()
+            .filter(|(key, program)| matches!(key, EndpointKey::Workload(_)) && program.active)
+            .filter_map(|(_, program)| Some((program.interface.as_deref()?, &program.addresses)))
+            .flat_map(|(iface, addresses)| addresses.iter().map(move |a| (IpNet::from(*a), iface)))
+            .collect()
+    }
+}
+
 /// The pool sets of the desired state: all pools, and the masquerading ones.
 pub fn pool_sets(cluster: &Cluster) -> (BTreeSet<IpNet>, BTreeSet<IpNet>) {
     let all = cluster.pools.keys().copied().collect();

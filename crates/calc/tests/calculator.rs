@@ -251,3 +251,33 @@ fn only_local_endpoints_are_programmed_and_sets_span_the_cluster() {
         .collect();
     assert_eq!(t1, ["web", "all"], "by order: web (5) before all (10)");
 }
+
+#[test]
+fn routes_go_to_active_local_workloads_only() {
+    let mut calc = Calculator::new(HOST);
+    for (key, values) in pool() {
+        if let Some(value) = &values[0] {
+            calc.apply(&key, Some(value));
+        }
+    }
+    let routes: Vec<(String, &str)> = calc
+        .state()
+        .routes()
+        .into_iter()
+        .map(|(net, iface)| (net.to_string(), iface))
+        .collect();
+    assert_eq!(
+        routes,
+        [
+            ("10.0.0.1/32".to_owned(), "cali10001"),
+            ("10.0.0.2/32".to_owned(), "cali10002")
+        ]
+    );
+    // a goes inactive: its route goes.
+    let a = "/calico/v1/host/h1/workload/k8s/ns.a/endpoint/eth0";
+    calc.apply(
+        a,
+        Some(r#"{"state": "inactive", "name": "cali10001", "ipv4_nets": ["10.0.0.1/32"]}"#),
+    );
+    assert_eq!(calc.state().routes().len(), 1);
+}
