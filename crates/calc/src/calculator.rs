@@ -20,6 +20,7 @@ use calico_model::Key;
 use calico_model::policy::Policy;
 
 use crate::cluster::{Applied, Cluster, Endpoint, EndpointKey};
+use crate::desired::applies;
 use crate::desired::{
     DesiredState, EndpointProgram, IpSet, IpSetSource, PolicyId, Rules, TierProgram, ipset_sources,
     pool_sets,
@@ -367,10 +368,11 @@ impl Calculator {
     /// Every policy whose selector matches a local endpoint.
     fn matching_policies(&self, key: &EndpointKey) -> BTreeSet<PolicyId> {
         let labels = &self.labels[key];
+        let host = matches!(key, EndpointKey::Host(_));
         let mut matches = BTreeSet::new();
         for (tier, t) in &self.cluster.tiers {
             for (name, policy) in &t.policies {
-                if policy.selector.evaluate(labels) {
+                if applies(policy, host, labels) {
                     matches.insert(PolicyId {
                         tier: tier.clone(),
                         name: name.clone(),
@@ -402,7 +404,8 @@ impl Calculator {
         let program = EndpointProgram {
             interface: endpoint.interface.clone(),
             active: endpoint.active,
-            tiers: self.tier_programs(matches),
+            tiers: self.tier_programs(matches, false),
+            untracked_tiers: self.tier_programs(matches, true),
             profiles: endpoint.profile_ids.clone(),
             missing_profile: endpoint.profile_ids.iter().any(|id| {
                 self.cluster
@@ -419,11 +422,13 @@ impl Calculator {
     }
 
     /// The matching policies grouped by tier, in evaluation order.
-    fn tier_programs(&self, matches: &BTreeSet<PolicyId>) -> Vec<TierProgram> {
+    fn tier_programs(&self, matches: &BTreeSet<PolicyId>, untracked: bool) -> Vec<TierProgram> {
         let mut by_tier: BTreeMap<&str, Vec<(&Policy, &PolicyId)>> = BTreeMap::new();
         for id in matches {
             let policy = &self.cluster.tiers[&id.tier].policies[&id.name];
-            by_tier.entry(&id.tier).or_default().push((policy, id));
+            if policy.untracked == untracked {
+                by_tier.entry(&id.tier).or_default().push((policy, id));
+            }
         }
         let mut tiers: Vec<(&str, Vec<(&Policy, &PolicyId)>)> = by_tier.into_iter().collect();
         tiers.sort_by(|a, b| {
@@ -487,17 +492,18 @@ impl Calculator {
 
     fn policy_changed(&mut self, id: &PolicyId) {
         self.sync_policy(id);
-        let selector = self
+        let policy = self
             .cluster
             .tiers
             .get(&id.tier)
             .and_then(|t| t.policies.get(&id.name))
-            .map(|p| p.selector.clone());
+            .cloned();
         let locals: Vec<EndpointKey> = self.local_matches.keys().cloned().collect();
         for key in locals {
-            let now = selector
+            let host = matches!(key, EndpointKey::Host(_));
+            let now = policy
                 .as_ref()
-                .is_some_and(|s| s.evaluate(&self.labels[&key]));
+                .is_some_and(|p| applies(p, host, &self.labels[&key]));
             let had = self.local_matches[&key].contains(id);
             if now && !had {
                 self.local_matches.get_mut(&key).unwrap().insert(id.clone());
@@ -553,6 +559,7 @@ impl Calculator {
                 .map(|p| Rules {
                     inbound: p.inbound_rules.clone(),
                     outbound: p.outbound_rules.clone(),
+                    untracked: p.untracked,
                 }),
             false => None,
         };
@@ -578,6 +585,7 @@ impl Calculator {
                 .map(|r| Rules {
                     inbound: r.inbound_rules.clone(),
                     outbound: r.outbound_rules.clone(),
+                    untracked: false,
                 }),
             false => None,
         };

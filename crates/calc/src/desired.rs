@@ -33,6 +33,8 @@ pub struct PolicyId {
 pub struct Rules {
     pub inbound: Vec<Rule>,
     pub outbound: Vec<Rule>,
+    /// An untracked policy's rules (rendered in the raw table); false for profiles.
+    pub untracked: bool,
 }
 
 /// What an IP set holds the addresses of.
@@ -77,8 +79,11 @@ pub struct EndpointProgram {
     /// dataplane finds its interface by address).
     pub interface: Option<String>,
     pub active: bool,
-    /// Tiers with at least one policy that applies, in evaluation order.
+    /// Tiers with at least one (tracked) policy that applies, in evaluation order.
     pub tiers: Vec<TierProgram>,
+    /// For host endpoints, the same for the untracked policies (evaluated first, in the raw
+    /// table). Always empty for workloads, which untracked policies do not apply to.
+    pub untracked_tiers: Vec<TierProgram>,
     /// The endpoint's `profile_ids`, in order.
     pub profiles: Vec<String>,
     /// Whether any of them does not exist (the endpoint then drops what reaches its profiles).
@@ -140,35 +145,44 @@ pub fn desired_state(cluster: &Cluster, hostname: &str) -> DesiredState {
             interface: endpoint.interface.clone(),
             active: endpoint.active,
             tiers: Vec::new(),
+            untracked_tiers: Vec::new(),
             profiles: endpoint.profile_ids.clone(),
             missing_profile: false,
             addresses: endpoint.addresses.clone(),
         };
+        let host = matches!(key, EndpointKey::Host(_));
         for (tier_name, tier) in &tiers {
             let mut applied: Vec<(&String, &Policy)> = tier
                 .policies
                 .iter()
-                .filter(|(_, p)| p.selector.evaluate(&labels))
+                .filter(|(_, p)| applies(p, host, &labels))
                 .collect();
-            if applied.is_empty() {
-                continue;
-            }
             applied.sort_by(|a, b| a.1.order.cmp(&b.1.order).then(a.0.cmp(b.0)));
-            let policies = applied
-                .into_iter()
-                .map(|(name, policy)| {
-                    let id = PolicyId {
-                        tier: (*tier_name).to_owned(),
-                        name: name.clone(),
-                    };
-                    state.policies.insert(id.clone(), rules_of(policy));
-                    id
-                })
-                .collect();
-            program.tiers.push(TierProgram {
-                name: (*tier_name).to_owned(),
-                policies,
-            });
+            for untracked in [false, true] {
+                let policies: Vec<PolicyId> = applied
+                    .iter()
+                    .filter(|(_, p)| p.untracked == untracked)
+                    .map(|(name, policy)| {
+                        let id = PolicyId {
+                            tier: (*tier_name).to_owned(),
+                            name: (*name).clone(),
+                        };
+                        state.policies.insert(id.clone(), rules_of(policy));
+                        id
+                    })
+                    .collect();
+                if policies.is_empty() {
+                    continue;
+                }
+                let program_tiers = match untracked {
+                    false => &mut program.tiers,
+                    true => &mut program.untracked_tiers,
+                };
+                program_tiers.push(TierProgram {
+                    name: (*tier_name).to_owned(),
+                    policies,
+                });
+            }
         }
         for id in &endpoint.profile_ids {
             match cluster.profiles.get(id).and_then(|p| p.rules.as_ref()) {
@@ -176,6 +190,7 @@ pub fn desired_state(cluster: &Cluster, hostname: &str) -> DesiredState {
                     let rules = Rules {
                         inbound: rules.inbound_rules.clone(),
                         outbound: rules.outbound_rules.clone(),
+                        untracked: false,
                     };
                     state.profiles.insert(id.clone(), rules);
                 }
@@ -189,10 +204,17 @@ pub fn desired_state(cluster: &Cluster, hostname: &str) -> DesiredState {
     state
 }
 
+/// Whether a policy applies to an endpoint: its selector matches, and an untracked policy only
+/// to a host endpoint.
+pub fn applies(policy: &Policy, host: bool, labels: &crate::labels::LabelSet) -> bool {
+    (host || !policy.untracked) && policy.selector.evaluate(labels)
+}
+
 fn rules_of(policy: &Policy) -> Rules {
     Rules {
         inbound: policy.inbound_rules.clone(),
         outbound: policy.outbound_rules.clone(),
+        untracked: policy.untracked,
     }
 }
 

@@ -14,6 +14,11 @@
 //!    (`next-tier` means `allow` in a profile). If a referenced profile does not exist, the
 //!    endpoint drops everything that reaches its profiles (fail closed).
 //! 3. Nothing matched: drop.
+//!
+//! Policies with `untracked: true` apply to host endpoints only, before everything above (in
+//! the raw table, without connection tracking): tiers in order, the untracked policies of each;
+//! `allow` and `deny` decide, `next-tier` and a tier's end without a decision go on, and a packet
+//! no untracked policy decided goes on to the tracked policies. Workload endpoints ignore them.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -165,7 +170,7 @@ pub fn explain(
     let (verdict, reason) = match cluster.endpoints.get(endpoint) {
         None => (Verdict::Deny, Reason::UnknownEndpoint),
         Some(ep) if !ep.active => (Verdict::Deny, Reason::Inactive),
-        Some(ep) => eval.endpoint(ep, direction),
+        Some(ep) => eval.endpoint(ep, matches!(endpoint, EndpointKey::Host(_)), direction),
     };
     Explanation {
         verdict,
@@ -189,31 +194,54 @@ enum Outcome {
 }
 
 impl Evaluation<'_> {
-    fn endpoint(&mut self, endpoint: &Endpoint, direction: Direction) -> (Verdict, Reason) {
-        if let Some(decided) = self.tiers(endpoint, direction) {
+    fn endpoint(
+        &mut self,
+        endpoint: &Endpoint,
+        host: bool,
+        direction: Direction,
+    ) -> (Verdict, Reason) {
+        if host && let Some(decided) = self.tiers(endpoint, direction, true) {
+            return decided;
+        }
+        if let Some(decided) = self.tiers(endpoint, direction, false) {
             return decided;
         }
         self.profiles(endpoint, direction)
     }
 
-    /// Runs the tiers; `None` when every tier was skipped or left with `next-tier`.
-    fn tiers(&mut self, endpoint: &Endpoint, direction: Direction) -> Option<(Verdict, Reason)> {
+    /// Runs the tiers with the tracked (or, for `untracked`, the untracked) policies; `None`
+    /// when every tier was skipped or left with `next-tier` — or, for untracked policies, when
+    /// none decided: those packets go on to the tracked policies.
+    fn tiers(
+        &mut self,
+        endpoint: &Endpoint,
+        direction: Direction,
+        untracked: bool,
+    ) -> Option<(Verdict, Reason)> {
         let labels = self.cluster.effective_labels(endpoint);
+        let kind = if untracked { "untracked " } else { "" };
         for (tier_name, tier) in self.cluster.ordered_tiers() {
             let mut applied: Vec<(&String, &calico_model::policy::Policy)> = tier
                 .policies
                 .iter()
-                .filter(|(_, p)| p.selector.evaluate(&labels))
+                .filter(|(_, p)| p.untracked == untracked && p.selector.evaluate(&labels))
                 .collect();
             if applied.is_empty() {
-                self.trace
-                    .push(format!("tier {tier_name}: no policy applies, skipped"));
+                if !untracked {
+                    self.trace
+                        .push(format!("tier {tier_name}: no policy applies, skipped"));
+                }
                 continue;
             }
             applied.sort_by(|a, b| a.1.order.cmp(&b.1.order).then(a.0.cmp(b.0)));
             match self.tier(tier_name, &applied, direction) {
                 TierEnd::Decided(verdict, reason) => return Some((verdict, reason)),
                 TierEnd::NextTier => continue,
+                TierEnd::FellThrough if untracked => {
+                    self.trace.push(format!(
+                        "tier {tier_name}: {kind}policies did not decide, on to tracked policy"
+                    ));
+                }
                 TierEnd::FellThrough => {
                     let tier = tier_name.to_owned();
                     return Some((Verdict::Deny, Reason::EndOfTier { tier }));

@@ -193,7 +193,7 @@ proptest! {
 
     #[test]
     fn incremental_state_equals_the_state_computed_from_scratch(
-        steps in prop::collection::vec((0..19usize, 0..6usize), 1..60),
+        steps in prop::collection::vec((0..20usize, 0..6usize), 1..60),
     ) {
         let pool = pool();
         let mut calc = Calculator::new(HOST);

@@ -465,6 +465,60 @@ fn host_endpoints_are_found_by_their_expected_addresses() {
     assert_eq!(e.verdict, Verdict::Allow);
 }
 
+#[test]
+fn untracked_policies_apply_to_host_endpoints_first_and_fall_through() {
+    let mut c = cluster();
+    put(
+        &mut c,
+        HOST,
+        r#"{"name": "eth0", "expected_ipv4_addrs": ["198.51.100.7"], "profile_ids": ["client"], "labels": {"role": "management"}}"#,
+    );
+    put(&mut c, &tier_key("t"), r#"{"order": 1}"#);
+    // Tracked: only port 22 reaches the host.
+    put(
+        &mut c,
+        &policy_key("t", "tracked"),
+        r#"{"selector": "has(role)", "inbound_rules": [{"protocol": "tcp", "dst_ports": [22], "action": "allow"}]}"#,
+    );
+    // Untracked: BGP from 10.0.0.1 allowed, everything from 10.0.0.2 denied, the rest falls through.
+    put(
+        &mut c,
+        &policy_key("t", "raw"),
+        r#"{"selector": "has(role)", "untracked": true, "inbound_rules": [
+            {"protocol": "tcp", "src_net": "10.0.0.1/32", "dst_ports": [179], "action": "allow"},
+            {"src_net": "10.0.0.2/32", "action": "deny"}
+        ]}"#,
+    );
+    let host = |src: &str, port: u16| inbound(&c, HOST, &tcp(src, "198.51.100.7", port));
+    let e = host("10.0.0.1", 179);
+    assert_eq!(rule_of(&e), ("tier t policy raw".into(), 0, Action::Allow));
+    let e = host("10.0.0.2", 22);
+    assert_eq!(
+        rule_of(&e),
+        ("tier t policy raw".into(), 1, Action::Deny),
+        "untracked decides first"
+    );
+    let e = host("10.0.0.3", 22);
+    assert_eq!(
+        rule_of(&e),
+        ("tier t policy tracked".into(), 0, Action::Allow)
+    );
+    assert!(
+        e.trace
+            .iter()
+            .any(|s| s.contains("untracked policies did not decide")),
+        "{e}"
+    );
+    let e = host("10.0.0.3", 179);
+    assert_eq!(e.reason, Reason::EndOfTier { tier: "t".into() });
+    // Workloads ignore untracked policies: web (role=webserver) is only under the tracked one.
+    let e = inbound(&c, WEB, &tcp("10.0.0.2", "10.0.0.1", 22));
+    assert_eq!(
+        rule_of(&e),
+        ("tier t policy tracked".into(), 0, Action::Allow)
+    );
+}
+
 // ---- matches ----
 
 fn with_db_rule(rule: &str) -> Cluster {

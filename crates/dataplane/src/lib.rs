@@ -7,5 +7,5 @@ pub mod render;
 pub use render::config::{DropAction, EndpointToHostAction, MarkBits, RenderConfig};
 pub use render::{
     FilterTable, IpVersion, ipset_name, kernel_jumps, policy_chain, profile_chain, render_filter,
-    render_ipset_updates, render_ipsets, render_nat, render_pool_ipsets,
+    render_ipset_updates, render_ipsets, render_nat, render_pool_ipsets, render_raw,
 };

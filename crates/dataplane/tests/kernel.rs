@@ -4,7 +4,7 @@
 use calico_calc::Calculator;
 use calico_dataplane::{
     DropAction, IpVersion, RenderConfig, render_filter, render_ipsets, render_nat,
-    render_pool_ipsets,
+    render_pool_ipsets, render_raw,
 };
 use calico_testkit::NetNs;
 
@@ -51,6 +51,10 @@ fn calculator() -> Calculator {
         ),
         ("/calico/v1/policy/tier/t2/metadata", r#"{"order": 2}"#),
         (
+            "/calico/v1/policy/tier/t2/policy/raw",
+            r#"{"selector": "all()", "untracked": true, "inbound_rules": [{"protocol": "tcp", "src_net": "192.0.2.0/24", "dst_ports": [179], "action": "allow"}, {"src_net": "198.51.100.0/24", "action": "deny"}], "outbound_rules": [{"protocol": "tcp", "dst_ports": [179], "action": "allow"}]}"#,
+        ),
+        (
             "/calico/v1/policy/tier/t2/policy/p2",
             r#"{"selector": "role == 'web'", "inbound_rules": [{"protocol": 132, "action": "deny"}]}"#,
         ),
@@ -80,6 +84,16 @@ fn iptables_restore_and_ipset_restore_accept_the_rendered_text() {
             &render_pool_ipsets(calc.state(), version),
         );
         ns.run_ok(restore, &["--noflush"], &render_nat(version));
+        ns.run_ok(
+            restore,
+            &["--noflush"],
+            &render_raw(calc.state(), &config, version),
+        );
+        let raw = ns.run_ok(save, &["-t", "raw"], "");
+        assert!(
+            raw.contains("-A cali-ui-eth0") && raw.contains("-j NOTRACK"),
+            "{raw}"
+        );
         let nat = ns.run_ok(save, &["-t", "nat"], "");
         assert!(nat.contains("-j MASQUERADE"), "{nat}");
         let filter = render_filter(calc.state(), &config, version);

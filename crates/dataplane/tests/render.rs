@@ -106,3 +106,23 @@ fn seed_examples_nat_and_pool_sets() {
     );
     insta::assert_snapshot!(text);
 }
+
+#[test]
+fn untracked_policy_in_the_raw_table() {
+    let calc = cluster(
+        "my-host",
+        &[(
+            "/calico/v1/policy/tier/failsafe/policy/bgp",
+            r#"{"selector": "role == 'webserver'", "untracked": true, "order": 1,
+                "inbound_rules": [{"protocol": "tcp", "src_net": "192.0.2.0/24", "dst_ports": [179], "action": "allow"}],
+                "outbound_rules": [{"protocol": "tcp", "dst_ports": [179], "action": "allow"}]}"#,
+        )],
+    );
+    let config = RenderConfig::default();
+    let raw = calico_dataplane::render_raw(calc.state(), &config, IpVersion::V4);
+    insta::assert_snapshot!(raw);
+    // The filter table does not render it, and accepts what it allowed.
+    let filter = render_filter(calc.state(), &config, IpVersion::V4);
+    assert!(!filter.contains("policy failsafe/bgp"), "{filter}");
+    assert!(filter.contains("untracked policy allowed"), "{filter}");
+}

@@ -75,29 +75,36 @@ impl FromStr for DropAction {
     }
 }
 
-/// The two packet mark bits the rules use, taken from the configured mask (`IptablesMarkMask`):
-/// `accept` (a policy or profile allowed the packet) and `pass` (a policy said `next-tier`).
+/// The packet mark bits the rules use, taken from the configured mask (`IptablesMarkMask`):
+/// `accept` (a policy or profile allowed the packet), `pass` (a policy said `next-tier`) and
+/// `untracked` (an untracked policy allowed the packet in the raw table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarkBits {
     pub accept: u32,
     pub pass: u32,
+    pub untracked: u32,
 }
 
 impl MarkBits {
-    /// The two lowest bits of `mask`; the mask needs at least two.
+    /// The three lowest bits of `mask`; the mask needs at least three.
     pub fn from_mask(mask: u32) -> Result<MarkBits, String> {
-        let accept = mask & mask.wrapping_neg();
-        let rest = mask & !accept;
-        let pass = rest & rest.wrapping_neg();
-        if accept == 0 || pass == 0 {
+        let lowest = |m: u32| m & m.wrapping_neg();
+        let accept = lowest(mask);
+        let pass = lowest(mask & !accept);
+        let untracked = lowest(mask & !accept & !pass);
+        if untracked == 0 {
             return Err(format!(
-                "IptablesMarkMask {mask:#x} has fewer than 2 bits; Calico needs 2"
+                "IptablesMarkMask {mask:#x} has fewer than 3 bits; Calico needs 3"
             ));
         }
-        Ok(MarkBits { accept, pass })
+        Ok(MarkBits {
+            accept,
+            pass,
+            untracked,
+        })
     }
 
-    /// Both bits.
+    /// The accept and pass bits (cleared at the start of each endpoint's evaluation).
     pub fn both(self) -> u32 {
         self.accept | self.pass
     }
@@ -138,7 +145,11 @@ impl Default for RenderConfig {
 
 impl fmt::Display for MarkBits {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "accept {:#x}, pass {:#x}", self.accept, self.pass)
+        write!(
+            f,
+            "accept {:#x}, pass {:#x}, untracked {:#x}",
+            self.accept, self.pass, self.untracked
+        )
     }
 }
 
@@ -149,8 +160,12 @@ mod tests {
     #[test]
     fn mark_bits_are_the_lowest_two_of_the_mask() {
         let bits = MarkBits::from_mask(0x0ff0_0000).unwrap();
-        assert_eq!((bits.accept, bits.pass), (0x0010_0000, 0x0020_0000));
+        assert_eq!(
+            (bits.accept, bits.pass, bits.untracked),
+            (0x0010_0000, 0x0020_0000, 0x0040_0000)
+        );
         assert!(MarkBits::from_mask(0x8000_0000).is_err());
+        assert!(MarkBits::from_mask(0x3).is_err());
         assert!(MarkBits::from_mask(0).is_err());
     }
 

@@ -22,20 +22,20 @@ use super::{IpVersion, policy_chain, profile_chain, quote};
 
 /// A chain and its rule bodies.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Chain {
-    name: String,
-    rules: Vec<String>,
+pub(super) struct Chain {
+    pub(super) name: String,
+    pub(super) rules: Vec<String>,
 }
 
 impl Chain {
-    fn new(name: impl Into<String>) -> Chain {
+    pub(super) fn new(name: impl Into<String>) -> Chain {
         Chain {
             name: name.into(),
             rules: Vec::new(),
         }
     }
 
-    fn push(&mut self, rule: impl Into<String>) {
+    pub(super) fn push(&mut self, rule: impl Into<String>) {
         self.rules.push(rule.into());
     }
 }
@@ -87,7 +87,7 @@ impl FilterTable {
             self.owned.insert(owner, chains);
         }
         let all: Vec<&Chain> = self.owned.values().flatten().collect();
-        restore_text(&all, &[])
+        restore_text("filter", &all, &[])
     }
 
     /// Re-renders what `changes` touched and returns restore input holding only the chains
@@ -122,7 +122,7 @@ impl FilterTable {
             .map(String::as_str)
             .filter(|name| !kept.contains(name))
             .collect();
-        restore_text(&changed, &removed)
+        restore_text("filter", &changed, &removed)
     }
 
     /// Every chain as last rendered: name → rules.
@@ -147,13 +147,14 @@ impl FilterTable {
                 None => Vec::new(),
             },
             Owner::Policy(id) => match state.policies.get(id) {
-                Some(rules) => {
+                // Untracked policies live in the raw table.
+                Some(rules) if !rules.untracked => {
                     let what = format!("policy {}/{}", id.tier, id.name);
                     renderer.rule_chains(&what, rules, false, |inbound| {
                         policy_chain(inbound, &id.tier, &id.name)
                     })
                 }
-                None => Vec::new(),
+                _ => Vec::new(),
             },
             Owner::Profile(id) => match state.profiles.get(id) {
                 Some(rules) => {
@@ -168,11 +169,11 @@ impl FilterTable {
 
 /// Restore input: declare (flush) and fill `chains`, then delete `removed` (declared first, so
 /// they are empty, and deleted last, once nothing refers to them).
-fn restore_text(chains: &[&Chain], removed: &[&str]) -> String {
+pub(super) fn restore_text(table: &str, chains: &[&Chain], removed: &[&str]) -> String {
     if chains.is_empty() && removed.is_empty() {
         return String::new();
     }
-    let mut out = String::from("*filter\n");
+    let mut out = format!("*{table}\n");
     for chain in chains {
         writeln!(out, ":{} - [0:0]", chain.name).unwrap();
     }
@@ -192,18 +193,20 @@ fn restore_text(chains: &[&Chain], removed: &[&str]) -> String {
 }
 
 /// The jumps the kernel chains need (table, kernel chain, our chain), inserted first.
-pub fn kernel_jumps() -> [(&'static str, &'static str, &'static str); 4] {
+pub fn kernel_jumps() -> [(&'static str, &'static str, &'static str); 6] {
     [
         ("filter", "INPUT", "cali-INPUT"),
         ("filter", "FORWARD", "cali-FORWARD"),
         ("filter", "OUTPUT", "cali-OUTPUT"),
         ("nat", "POSTROUTING", "cali-POSTROUTING"),
+        ("raw", "PREROUTING", "cali-PREROUTING"),
+        ("raw", "OUTPUT", "cali-OUTPUT"),
     ]
 }
 
-struct Renderer<'a> {
-    config: &'a RenderConfig,
-    version: IpVersion,
+pub(super) struct Renderer<'a> {
+    pub(super) config: &'a RenderConfig,
+    pub(super) version: IpVersion,
 }
 
 impl Renderer<'_> {
@@ -222,7 +225,7 @@ impl Renderer<'_> {
     }
 
     /// The drop rules (`DropActionOverride`) after `matched` (which may be empty).
-    fn drop(&self, matched: &str, why: &str) -> Vec<String> {
+    pub(super) fn drop(&self, matched: &str, why: &str) -> Vec<String> {
         let comment = format!("-m comment --comment {}", quote(why));
         self.config
             .drop_action
@@ -246,7 +249,12 @@ impl Renderer<'_> {
         forward.push(format!("-o {wl} -j cali-wl-in"));
         forward.push(format!("{} -j ACCEPT", self.if_accepted()));
 
+        let untracked = self.config.marks.untracked;
+        let untracked_allowed = format!(
+            "-m mark --mark {untracked:#x}/{untracked:#x} -m comment --comment \"untracked policy allowed\" -j ACCEPT"
+        );
         let mut input = Chain::new("cali-INPUT");
+        input.push(untracked_allowed.clone());
         input.push(format!("-i {wl} -m conntrack --ctstate INVALID -j DROP"));
         input.push(format!(
             "-i {wl} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
@@ -265,6 +273,7 @@ impl Renderer<'_> {
         input.push(format!("{} -j ACCEPT", self.if_accepted()));
 
         let mut output = Chain::new("cali-OUTPUT");
+        output.push(untracked_allowed);
         output.push(format!(
             "-o {wl} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
         ));
@@ -426,7 +435,7 @@ impl Renderer<'_> {
     }
 
     /// The inbound and outbound chains of a policy or profile.
-    fn rule_chains(
+    pub(super) fn rule_chains(
         &self,
         what: &str,
         rules: &Rules,

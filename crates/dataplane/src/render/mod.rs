@@ -14,6 +14,7 @@
 //! | `cali-pi-<hash>`, `cali-po-<hash>` | a policy's inbound / outbound rules |
 //! | `cali-ri-<hash>`, `cali-ro-<hash>` | a profile's inbound / outbound rules |
 //! | `cali4-<id>`, `cali6-<id>` | the IP set of a selector or tag (`<id>` from `IpSetSource::id`) |
+//! | `cali-PREROUTING`, `cali-OUTPUT` (raw) | untracked policies of host endpoints: `cali-raw-hep-in/out` dispatch to `cali-ui-<iface>` / `cali-ue-<iface>` |
 //! | `cali-POSTROUTING` (nat) | masquerade from masquerading pools to outside all pools |
 //! | `cali4-all-pools`, `cali4-masq-pools` | every pool's CIDR; the masquerading pools' CIDRs |
 
@@ -21,6 +22,7 @@ pub mod config;
 mod filter;
 mod ipsets;
 mod nat;
+mod raw;
 mod rules;
 
 use std::hash::Hasher;
@@ -30,6 +32,7 @@ use fnv::FnvHasher;
 pub use filter::{FilterTable, kernel_jumps, render_filter};
 pub use ipsets::{render_ipset_updates, render_ipsets};
 pub use nat::{all_pools_set, masquerade_pools_set, render_nat, render_pool_ipsets};
+pub use raw::render_raw;
 
 /// IPv4 (`iptables`, `inet` sets) or IPv6 (`ip6tables`, `inet6` sets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
