@@ -1,0 +1,455 @@
+//! Felix's configuration, from four places in order of precedence (000 §2.5.1): environment
+//! variables `FELIX_<NAME>` (name case-insensitive), the config file (ini, section names
+//! ignored, keys case-insensitive), host config in etcd (`/calico/v1/host/<host>/config/<Name>`)
+//! and global config in etcd (`/calico/v1/config/<Name>`, names case-sensitive), then defaults.
+//!
+//! `EtcdAddr`, `EtcdEndpoints`, `EtcdScheme`, the TLS files and `FelixHostname` are needed to
+//! reach etcd, so etcd cannot set them ([`Bootstrap`] reads them first). The seed's table spells
+//! the etcd parameters `Etdc…`; both spellings are read.
+//!
+//! Loading is pure: the caller passes the environment, the file text and the etcd values.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use calico_dataplane::{DropAction, EndpointToHostAction, MarkBits};
+
+/// Where a value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    EtcdGlobal,
+    EtcdHost,
+    File(PathBuf),
+    Env(String),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => f.write_str("default"),
+            Source::EtcdGlobal => f.write_str("etcd /calico/v1/config"),
+            Source::EtcdHost => f.write_str("etcd host config"),
+            Source::File(path) => write!(f, "config file {}", path.display()),
+            Source::Env(var) => write!(f, "environment variable {var}"),
+        }
+    }
+}
+
+/// A bad value: which parameter, from where, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {param} {value:?} from {origin}: {reason}")]
+pub struct ConfigError {
+    pub param: &'static str,
+    pub value: String,
+    pub origin: Source,
+    pub reason: String,
+}
+
+/// The raw values of each place, by parameter name as written there.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    /// The process environment (all of it; only `FELIX_*` is read).
+    pub env: BTreeMap<String, String>,
+    /// The config file's path and text, if it exists.
+    pub file: Option<(PathBuf, String)>,
+    pub etcd_host: BTreeMap<String, String>,
+    pub etcd_global: BTreeMap<String, String>,
+}
+
+/// One parameter's name, aliases, default and meaning.
+struct Param {
+    name: &'static str,
+    aliases: &'static [&'static str],
+    default: &'static str,
+    /// Whether etcd may set it.
+    from_etcd: bool,
+}
+
+const fn param(name: &'static str, default: &'static str) -> Param {
+    Param {
+        name,
+        aliases: &[],
+        default,
+        from_etcd: true,
+    }
+}
+
+const fn bootstrap(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    default: &'static str,
+) -> Param {
+    Param {
+        name,
+        aliases,
+        default,
+        from_etcd: false,
+    }
+}
+
+/// Every parameter, in the order they are logged. `""` means unset.
+const PARAMS: &[Param] = &[
+    bootstrap("EtcdAddr", &["EtdcAddr"], "localhost:4001"),
+    bootstrap("EtcdScheme", &["EtdcScheme"], "http"),
+    bootstrap("EtcdEndpoints", &[], ""),
+    bootstrap("EtcdKeyFile", &["EtdcKeyFile"], ""),
+    bootstrap("EtcdCertFile", &["EtdcCertFile"], ""),
+    bootstrap(
+        "EtcdCaFile",
+        &["EtdcCaFile"],
+        "/etc/ssl/certs/ca-certificates.crt",
+    ),
+    bootstrap("FelixHostname", &[], ""),
+    param("LogFilePath", "/var/log/calico/felix.log"),
+    param("LogSeverityScreen", "INFO"),
+    param("LogSeverityFile", "INFO"),
+    param("InterfacePrefix", "cali"),
+    param("DefaultEndpointToHostAction", "DROP"),
+    param("DropActionOverride", "DROP"),
+    param("MetadataAddr", "127.0.0.1"),
+    param("MetadataPort", "8775"),
+    param("IpInIpEnabled", "false"),
+    param("FailsafeInboundHostPorts", "22"),
+    param("FailsafeOutboundHostPorts", "2379,2380,4001,7001"),
+    param("IptablesMarkMask", "0xff000000"),
+    param("IptablesRefreshInterval", "90"),
+    param("RouteRefreshInterval", "90"),
+    param("ReportingIntervalSecs", "30"),
+    param("ReportingTTLSecs", "90"),
+    param("HealthEnabled", "true"),
+    param("HealthPort", "9099"),
+    param("PrometheusMetricsEnabled", "false"),
+    param("PrometheusMetricsPort", "9091"),
+];
+
+/// What Felix needs before it can read etcd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bootstrap {
+    pub etcd_endpoints: Vec<String>,
+    pub etcd_key_file: Option<PathBuf>,
+    pub etcd_cert_file: Option<PathBuf>,
+    /// `None` when set to `none`, or when etcd is reached over plain http.
+    pub etcd_ca_file: Option<PathBuf>,
+    pub hostname: String,
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub bootstrap: Bootstrap,
+    /// `None` when set to `none`.
+    pub log_file_path: Option<PathBuf>,
+    pub log_severity_screen: tracing::Level,
+    pub log_severity_file: tracing::Level,
+    pub interface_prefix: String,
+    pub endpoint_to_host: EndpointToHostAction,
+    pub drop_action: DropAction,
+    /// `None` when set to `None` (no metadata NAT).
+    pub metadata_addr: Option<String>,
+    pub metadata_port: u16,
+    pub ip_in_ip_enabled: bool,
+    pub failsafe_inbound: Vec<u16>,
+    pub failsafe_outbound: Vec<u16>,
+    pub marks: MarkBits,
+    pub iptables_refresh: Duration,
+    pub route_refresh: Duration,
+    pub reporting_interval: Duration,
+    pub reporting_ttl: Duration,
+    pub health_enabled: bool,
+    pub health_port: u16,
+    pub metrics_enabled: bool,
+    pub metrics_port: u16,
+    /// Each parameter's final value and where it came from, for the start-up log.
+    pub report: Vec<(&'static str, String, Source)>,
+}
+
+/// Resolves parameters across the places.
+struct Resolver<'a> {
+    inputs: &'a Inputs,
+    file: BTreeMap<String, String>,
+    use_etcd: bool,
+}
+
+impl<'a> Resolver<'a> {
+    fn new(inputs: &'a Inputs, use_etcd: bool) -> Result<Resolver<'a>, ConfigError> {
+        let file = match &inputs.file {
+            Some((path, text)) => parse_ini(text).map_err(|(line, reason)| ConfigError {
+                param: "config file",
+                value: format!("line {line}"),
+                origin: Source::File(path.clone()),
+                reason,
+            })?,
+            None => BTreeMap::new(),
+        };
+        Ok(Resolver {
+            inputs,
+            file,
+            use_etcd,
+        })
+    }
+
+    /// The value and source of a parameter.
+    fn get(&self, param: &Param) -> (String, Source) {
+        let names = || std::iter::once(param.name).chain(param.aliases.iter().copied());
+        for name in names() {
+            let var = format!("FELIX_{}", name.to_ascii_uppercase());
+            if let Some((key, value)) = self
+                .inputs
+                .env
+                .iter()
+                .find(|(k, _)| k.to_ascii_uppercase() == var)
+            {
+                return (value.clone(), Source::Env(key.clone()));
+            }
+        }
+        if let Some((path, _)) = &self.inputs.file {
+            for name in names() {
+                if let Some(value) = self.file.get(&name.to_ascii_lowercase()) {
+                    return (value.clone(), Source::File(path.clone()));
+                }
+            }
+        }
+        if self.use_etcd && param.from_etcd {
+            if let Some(value) = self.inputs.etcd_host.get(param.name) {
+                return (value.clone(), Source::EtcdHost);
+            }
+            if let Some(value) = self.inputs.etcd_global.get(param.name) {
+                return (value.clone(), Source::EtcdGlobal);
+            }
+        }
+        (param.default.to_owned(), Source::Default)
+    }
+}
+
+fn lookup(name: &str) -> &'static Param {
+    PARAMS
+        .iter()
+        .find(|p| p.name == name)
+        .expect("a parameter of the table")
+}
+
+/// Typed parsing of one parameter, with errors naming it and its source.
+struct Typed<'a> {
+    resolver: &'a Resolver<'a>,
+    report: Vec<(&'static str, String, Source)>,
+}
+
+impl Typed<'_> {
+    fn parse<T>(
+        &mut self,
+        name: &'static str,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Result<T, ConfigError> {
+        let param = lookup(name);
+        let (value, source) = self.resolver.get(param);
+        let parsed = parse(value.trim()).map_err(|reason| ConfigError {
+            param: param.name,
+            value: value.clone(),
+            origin: source.clone(),
+            reason,
+        })?;
+        self.report.push((param.name, value, source));
+        Ok(parsed)
+    }
+}
+
+impl Bootstrap {
+    /// From the environment and the config file only.
+    pub fn load(inputs: &Inputs, hostname: &str) -> Result<Bootstrap, ConfigError> {
+        let resolver = Resolver::new(inputs, false)?;
+        let mut typed = Typed {
+            resolver: &resolver,
+            report: Vec::new(),
+        };
+        Self::read(&mut typed, hostname)
+    }
+
+    fn read(typed: &mut Typed<'_>, hostname: &str) -> Result<Bootstrap, ConfigError> {
+        let scheme = typed.parse("EtcdScheme", |v| match v {
+            "http" | "https" => Ok(v.to_owned()),
+            _ => Err("expected http or https".to_owned()),
+        })?;
+        let addr = typed.parse("EtcdAddr", |v| {
+            if v.contains(':') && !v.contains('/') {
+                Ok(v.to_owned())
+            } else {
+                Err("expected host:port".to_owned())
+            }
+        })?;
+        let endpoints = typed.parse("EtcdEndpoints", |v| {
+            let list: Vec<String> = v
+                .split(',')
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+                .map(str::to_owned)
+                .collect();
+            match list
+                .iter()
+                .find(|e| !e.starts_with("http://") && !e.starts_with("https://"))
+            {
+                Some(bad) => Err(format!("{bad:?} is not an http:// or https:// URL")),
+                None => Ok(list),
+            }
+        })?;
+        let etcd_endpoints = match endpoints.is_empty() {
+            true => vec![format!("{scheme}://{addr}")],
+            false => endpoints,
+        };
+        let path = |v: &str| Ok((!v.is_empty()).then(|| PathBuf::from(v)));
+        let etcd_key_file = typed.parse("EtcdKeyFile", path)?;
+        let etcd_cert_file = typed.parse("EtcdCertFile", path)?;
+        let ca = typed.parse("EtcdCaFile", |v| {
+            Ok((!v.is_empty() && !v.eq_ignore_ascii_case("none")).then(|| PathBuf::from(v)))
+        })?;
+        let tls = etcd_endpoints.iter().any(|e| e.starts_with("https://"));
+        let hostname = typed.parse("FelixHostname", |v| {
+            let name = if v.is_empty() { hostname } else { v };
+            calico_model::names::validate_hostname(name)
+                .map(|()| name.to_owned())
+                .map_err(|e| e.reason)
+        })?;
+        Ok(Bootstrap {
+            etcd_endpoints,
+            etcd_key_file,
+            etcd_cert_file,
+            etcd_ca_file: if tls { ca } else { None },
+            hostname,
+        })
+    }
+}
+
+impl Config {
+    /// From every place. `hostname` is the machine's, used when `FelixHostname` is unset.
+    pub fn load(inputs: &Inputs, hostname: &str) -> Result<Config, ConfigError> {
+        let resolver = Resolver::new(inputs, true)?;
+        let mut t = Typed {
+            resolver: &resolver,
+            report: Vec::new(),
+        };
+        let bootstrap = Bootstrap::read(&mut t, hostname)?;
+        let log_file_path = t.parse("LogFilePath", |v| {
+            Ok((!v.is_empty() && !v.eq_ignore_ascii_case("none")).then(|| PathBuf::from(v)))
+        })?;
+        let config = Config {
+            bootstrap,
+            log_file_path,
+            log_severity_screen: t.parse("LogSeverityScreen", severity)?,
+            log_severity_file: t.parse("LogSeverityFile", severity)?,
+            interface_prefix: t.parse("InterfacePrefix", interface_prefix)?,
+            endpoint_to_host: t.parse("DefaultEndpointToHostAction", str::parse)?,
+            drop_action: t.parse("DropActionOverride", str::parse)?,
+            metadata_addr: t.parse("MetadataAddr", |v| {
+                Ok((!v.eq_ignore_ascii_case("none")).then(|| v.to_owned()))
+            })?,
+            metadata_port: t.parse("MetadataPort", port)?,
+            ip_in_ip_enabled: t.parse("IpInIpEnabled", boolean)?,
+            failsafe_inbound: t.parse("FailsafeInboundHostPorts", ports)?,
+            failsafe_outbound: t.parse("FailsafeOutboundHostPorts", ports)?,
+            marks: t.parse("IptablesMarkMask", mark_mask)?,
+            iptables_refresh: t.parse("IptablesRefreshInterval", seconds)?,
+            route_refresh: t.parse("RouteRefreshInterval", seconds)?,
+            reporting_interval: t.parse("ReportingIntervalSecs", seconds)?,
+            reporting_ttl: t.parse("ReportingTTLSecs", seconds)?,
+            health_enabled: t.parse("HealthEnabled", boolean)?,
+            health_port: t.parse("HealthPort", port)?,
+            metrics_enabled: t.parse("PrometheusMetricsEnabled", boolean)?,
+            metrics_port: t.parse("PrometheusMetricsPort", port)?,
+            report: Vec::new(),
+        };
+        Ok(Config {
+            report: t.report,
+            ..config
+        })
+    }
+
+    /// The render settings of the dataplane.
+    pub fn render(&self) -> calico_dataplane::RenderConfig {
+        calico_dataplane::RenderConfig {
+            interface_prefix: self.interface_prefix.clone(),
+            marks: self.marks,
+            endpoint_to_host: self.endpoint_to_host,
+            drop_action: self.drop_action,
+            failsafe_inbound: self.failsafe_inbound.clone(),
+            failsafe_outbound: self.failsafe_outbound.clone(),
+        }
+    }
+}
+
+/// Parses ini text into lowercase key → value; section headers are ignored.
+fn parse_ini(text: &str) -> Result<BTreeMap<String, String>, (usize, String)> {
+    let mut values = BTreeMap::new();
+    for (index, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if line.starts_with('[') && line.ends_with(']') {
+            continue;
+        }
+        let Some((key, value)) = line.split_once(['=', ':']) else {
+            return Err((index + 1, format!("expected `Name = value`, got {line:?}")));
+        };
+        values.insert(key.trim().to_ascii_lowercase(), value.trim().to_owned());
+    }
+    Ok(values)
+}
+
+fn severity(v: &str) -> Result<tracing::Level, String> {
+    match v.to_ascii_uppercase().as_str() {
+        "DEBUG" => Ok(tracing::Level::DEBUG),
+        "INFO" => Ok(tracing::Level::INFO),
+        "WARNING" | "WARN" => Ok(tracing::Level::WARN),
+        "ERROR" | "CRITICAL" => Ok(tracing::Level::ERROR),
+        _ => Err("expected DEBUG, INFO, WARNING, ERROR or CRITICAL".to_owned()),
+    }
+}
+
+fn boolean(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "y" | "t" => Ok(true),
+        "false" | "0" | "no" | "n" | "f" => Ok(false),
+        _ => Err("expected true or false".to_owned()),
+    }
+}
+
+fn port(v: &str) -> Result<u16, String> {
+    match v.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(p),
+        _ => Err("expected a port number 1-65535".to_owned()),
+    }
+}
+
+/// A comma-separated list of ports; empty disables.
+fn ports(v: &str) -> Result<Vec<u16>, String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| port(p).map_err(|_| format!("{p:?} is not a port number 1-65535")))
+        .collect()
+}
+
+fn seconds(v: &str) -> Result<Duration, String> {
+    match v.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
+        _ => Err("expected a positive number of seconds".to_owned()),
+    }
+}
+
+fn mark_mask(v: &str) -> Result<MarkBits, String> {
+    let mask = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => v.parse(),
+    }
+    .map_err(|_| "expected a 32-bit number such as 0xff000000".to_owned())?;
+    MarkBits::from_mask(mask)
+}
+
+fn interface_prefix(v: &str) -> Result<String, String> {
+    if v.is_empty() || v.len() > 10 || !v.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err("expected 1-10 letters or digits, such as cali or tap".to_owned());
+    }
+    Ok(v.to_owned())
+}

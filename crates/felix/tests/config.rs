@@ -1,0 +1,249 @@
+//! Felix's configuration precedence and validation, as 000 §2.5.1 describes them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use calico_dataplane::{DropAction, EndpointToHostAction};
+use calico_felix::{Bootstrap, Config, Inputs, Source};
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn inputs(
+    env: &[(&str, &str)],
+    file: Option<&str>,
+    host: &[(&str, &str)],
+    global: &[(&str, &str)],
+) -> Inputs {
+    Inputs {
+        env: map(env),
+        file: file.map(|text| (PathBuf::from("/etc/calico/felix.cfg"), text.to_owned())),
+        etcd_host: map(host),
+        etcd_global: map(global),
+    }
+}
+
+fn source_of<'a>(config: &'a Config, param: &str) -> (&'a str, &'a Source) {
+    let (_, value, source) = config
+        .report
+        .iter()
+        .find(|(name, _, _)| *name == param)
+        .unwrap_or_else(|| panic!("{param} is not in the report"));
+    (value.as_str(), source)
+}
+
+#[test]
+fn defaults_are_the_seeds() {
+    let config = Config::load(&Inputs::default(), "node1").unwrap();
+    assert_eq!(config.bootstrap.etcd_endpoints, ["http://localhost:4001"]);
+    assert_eq!(config.bootstrap.hostname, "node1");
+    assert_eq!(config.bootstrap.etcd_ca_file, None, "no CA over plain http");
+    assert_eq!(config.endpoint_to_host, EndpointToHostAction::Drop);
+    assert_eq!(config.drop_action, DropAction::Drop);
+    assert_eq!(config.metadata_addr.as_deref(), Some("127.0.0.1"));
+    assert_eq!(config.failsafe_inbound, [22]);
+    assert_eq!(config.failsafe_outbound, [2379, 2380, 4001, 7001]);
+    assert_eq!(config.interface_prefix, "cali");
+    assert_eq!(
+        config.log_file_path,
+        Some(PathBuf::from("/var/log/calico/felix.log"))
+    );
+    assert!(!config.ip_in_ip_enabled);
+    assert_eq!(config.reporting_interval, Duration::from_secs(30));
+    assert!(config.report.iter().all(|(_, _, s)| *s == Source::Default));
+}
+
+#[test]
+fn env_beats_file_beats_host_etcd_beats_global_etcd() {
+    let param = "DropActionOverride";
+    let all = inputs(
+        &[("FELIX_DROPACTIONOVERRIDE", "LOG-and-ACCEPT")],
+        Some("[global]\nDropActionOverride = ACCEPT\n"),
+        &[(param, "LOG-and-DROP")],
+        &[(param, "DROP")],
+    );
+    let config = Config::load(&all, "h").unwrap();
+    assert_eq!(config.drop_action, DropAction::LogAndAccept);
+    assert_eq!(
+        source_of(&config, param).1,
+        &Source::Env("FELIX_DROPACTIONOVERRIDE".into())
+    );
+    let no_env = Inputs {
+        env: BTreeMap::new(),
+        ..all.clone()
+    };
+    let config = Config::load(&no_env, "h").unwrap();
+    assert_eq!(config.drop_action, DropAction::Accept);
+    assert!(matches!(source_of(&config, param).1, Source::File(_)));
+    let no_file = Inputs {
+        file: None,
+        ..no_env.clone()
+    };
+    assert_eq!(
+        Config::load(&no_file, "h").unwrap().drop_action,
+        DropAction::LogAndDrop
+    );
+    let global_only = Inputs {
+        etcd_host: BTreeMap::new(),
+        ..no_file
+    };
+    let config = Config::load(&global_only, "h").unwrap();
+    assert_eq!(source_of(&config, param), ("DROP", &Source::EtcdGlobal));
+}
+
+#[test]
+fn env_names_are_case_insensitive_and_etcd_names_case_sensitive() {
+    let config = Config::load(
+        &inputs(&[("felix_interfaceprefix", "tap")], None, &[], &[]),
+        "h",
+    )
+    .unwrap();
+    assert_eq!(config.interface_prefix, "tap");
+    let config = Config::load(&inputs(&[], None, &[], &[("interfaceprefix", "tap")]), "h").unwrap();
+    assert_eq!(
+        config.interface_prefix, "cali",
+        "etcd names are case-sensitive"
+    );
+    let config = Config::load(&inputs(&[], Some("INTERFACEPREFIX: tap"), &[], &[]), "h").unwrap();
+    assert_eq!(
+        config.interface_prefix, "tap",
+        "file keys are case-insensitive"
+    );
+}
+
+#[test]
+fn etcd_cannot_set_how_to_reach_etcd_or_the_hostname() {
+    let etcd = [("EtcdAddr", "10.0.0.1:2379"), ("FelixHostname", "other")];
+    let config = Config::load(&inputs(&[], None, &etcd, &etcd), "mine").unwrap();
+    assert_eq!(config.bootstrap.etcd_endpoints, ["http://localhost:4001"]);
+    assert_eq!(config.bootstrap.hostname, "mine");
+}
+
+#[test]
+fn etcd_location_from_addr_scheme_or_endpoints() {
+    let env = [
+        ("FELIX_ETCDADDR", "10.0.0.1:2379"),
+        ("FELIX_ETCDSCHEME", "https"),
+    ];
+    let boot = Bootstrap::load(&inputs(&env, None, &[], &[]), "h").unwrap();
+    assert_eq!(boot.etcd_endpoints, ["https://10.0.0.1:2379"]);
+    assert_eq!(
+        boot.etcd_ca_file,
+        Some(PathBuf::from("/etc/ssl/certs/ca-certificates.crt"))
+    );
+    let env = [
+        ("FELIX_ETCDENDPOINTS", "https://a:2379, https://b:2379"),
+        ("FELIX_ETCDCAFILE", "none"),
+    ];
+    let boot = Bootstrap::load(&inputs(&env, None, &[], &[]), "h").unwrap();
+    assert_eq!(boot.etcd_endpoints, ["https://a:2379", "https://b:2379"]);
+    assert_eq!(
+        boot.etcd_ca_file, None,
+        "`none` disables server verification"
+    );
+    // The seed's table spells it EtdcAddr: read too.
+    let boot = Bootstrap::load(
+        &inputs(&[], Some("EtdcAddr = 10.9.9.9:4001"), &[], &[]),
+        "h",
+    )
+    .unwrap();
+    assert_eq!(boot.etcd_endpoints, ["http://10.9.9.9:4001"]);
+}
+
+#[test]
+fn bad_values_name_the_parameter_the_source_and_the_reason() {
+    let cases: &[(Inputs, &str, &str)] = &[
+        (
+            inputs(&[("FELIX_DROPACTIONOVERRIDE", "REJECT")], None, &[], &[]),
+            "DropActionOverride",
+            "environment variable FELIX_DROPACTIONOVERRIDE",
+        ),
+        (
+            inputs(&[], Some("DefaultEndpointToHostAction = allow"), &[], &[]),
+            "DefaultEndpointToHostAction",
+            "config file /etc/calico/felix.cfg",
+        ),
+        (
+            inputs(&[], None, &[("FailsafeInboundHostPorts", "22,ssh")], &[]),
+            "FailsafeInboundHostPorts",
+            "etcd host config",
+        ),
+        (
+            inputs(&[], None, &[], &[("IptablesMarkMask", "0x1")]),
+            "IptablesMarkMask",
+            "etcd /calico/v1/config",
+        ),
+        (
+            inputs(&[("FELIX_ETCDSCHEME", "ftp")], None, &[], &[]),
+            "EtcdScheme",
+            "FELIX_ETCDSCHEME",
+        ),
+        (
+            inputs(&[("FELIX_ETCDENDPOINTS", "10.0.0.1:2379")], None, &[], &[]),
+            "EtcdEndpoints",
+            "not an http:// or https:// URL",
+        ),
+        (
+            inputs(&[("FELIX_LOGSEVERITYSCREEN", "LOUD")], None, &[], &[]),
+            "LogSeverityScreen",
+            "expected DEBUG",
+        ),
+        (
+            inputs(&[("FELIX_INTERFACEPREFIX", "cali-")], None, &[], &[]),
+            "InterfacePrefix",
+            "letters or digits",
+        ),
+        (
+            inputs(&[("FELIX_REPORTINGINTERVALSECS", "-1")], None, &[], &[]),
+            "ReportingIntervalSecs",
+            "positive number",
+        ),
+        (
+            inputs(&[("FELIX_FELIXHOSTNAME", "a/b")], None, &[], &[]),
+            "FelixHostname",
+            "not allowed",
+        ),
+        (
+            inputs(&[], Some("just words"), &[], &[]),
+            "config file",
+            "line 1",
+        ),
+    ];
+    for (inputs, param, part) in cases {
+        let err = Config::load(inputs, "h").unwrap_err();
+        assert_eq!(err.param, *param, "{err}");
+        assert!(err.to_string().contains(part), "{err} (expected {part:?})");
+    }
+}
+
+#[test]
+fn the_render_settings_follow_the_config() {
+    let env = [
+        ("FELIX_INTERFACEPREFIX", "tap"),
+        ("FELIX_DEFAULTENDPOINTTOHOSTACTION", "accept"),
+        ("FELIX_FAILSAFEINBOUNDHOSTPORTS", ""),
+        ("FELIX_IPTABLESMARKMASK", "0x700"),
+    ];
+    let render = Config::load(&inputs(&env, None, &[], &[]), "h")
+        .unwrap()
+        .render();
+    assert_eq!(render.interface_prefix, "tap");
+    assert_eq!(render.endpoint_to_host, EndpointToHostAction::Accept);
+    assert!(
+        render.failsafe_inbound.is_empty(),
+        "an empty list disables the failsafe"
+    );
+    assert_eq!(
+        (
+            render.marks.accept,
+            render.marks.pass,
+            render.marks.untracked
+        ),
+        (0x100, 0x200, 0x400)
+    );
+}
