@@ -1,9 +1,11 @@
-//! Desired state to kernel terms. The renderers are pure functions from the calculator's
-//! [`DesiredState`](calico_calc::DesiredState) to the text `iptables-restore` and
-//! `ipset restore` read; applying that text to a kernel is the agent's job.
+//! Desired state to kernel terms. The renderers ([`render`]) are pure functions from the
+//! calculator's [`DesiredState`](calico_calc::DesiredState) to the text `iptables-restore` and
+//! `ipset restore` read; the [`Dataplane`] applies them to a kernel through `calico-linux`.
 
+pub mod driver;
 pub mod render;
 
+pub use driver::{Dataplane, Repairs};
 pub use render::config::{DropAction, EndpointToHostAction, MarkBits, RenderConfig};
 pub use render::{
     FilterTable, IpVersion, ipset_name, kernel_jumps, policy_chain, profile_chain, render_filter,

@@ -1,0 +1,89 @@
+//! iptables through `iptables-restore --noflush` (atomic per table), `iptables-save` and, for the
+//! one jump each kernel chain needs, `iptables -C` / `-I`.
+
+use crate::command::{CommandError, Netns};
+
+/// IPv4 (`iptables`) or IPv6 (`ip6tables`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    fn tool(self, suffix: &str) -> String {
+        match self {
+            Family::V4 => format!("iptables{suffix}"),
+            Family::V6 => format!("ip6tables{suffix}"),
+        }
+    }
+}
+
+/// The iptables of one network namespace.
+#[derive(Debug, Clone, Default)]
+pub struct Iptables {
+    netns: Netns,
+}
+
+impl Iptables {
+    pub fn new(netns: Netns) -> Iptables {
+        Iptables { netns }
+    }
+
+    /// Applies restore input without flushing what it does not mention. `-w` waits for the
+    /// xtables lock instead of failing when another tool holds it.
+    pub fn restore(&self, family: Family, input: &str) -> Result<(), CommandError> {
+        if input.is_empty() {
+            return Ok(());
+        }
+        let tool = family.tool("-restore");
+        self.netns.run(&tool, &["--noflush", "-w"], input).map(drop)
+    }
+
+    /// The rules of one table as `iptables-save` prints them.
+    pub fn save(&self, family: Family, table: &str) -> Result<String, CommandError> {
+        self.netns.run(&family.tool("-save"), &["-t", table], "")
+    }
+
+    /// Makes sure `chain` of `table` starts by jumping to `target`; returns whether it had to
+    /// insert the jump.
+    pub fn ensure_jump(
+        &self,
+        family: Family,
+        table: &str,
+        chain: &str,
+        target: &str,
+    ) -> Result<bool, CommandError> {
+        let tool = family.tool("");
+        let exists = self
+            .netns
+            .run(&tool, &["-w", "-t", table, "-C", chain, "-j", target], "")
+            .is_ok();
+        if exists {
+            return Ok(false);
+        }
+        self.netns.run(
+            &tool,
+            &["-w", "-t", table, "-I", chain, "1", "-j", target],
+            "",
+        )?;
+        Ok(true)
+    }
+
+    /// The names of the chains of `table` that start with `prefix`.
+    pub fn chains(
+        &self,
+        family: Family,
+        table: &str,
+        prefix: &str,
+    ) -> Result<Vec<String>, CommandError> {
+        let saved = self.save(family, table)?;
+        Ok(saved
+            .lines()
+            .filter_map(|l| l.strip_prefix(':'))
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|name| name.starts_with(prefix))
+            .map(str::to_owned)
+            .collect())
+    }
+}
