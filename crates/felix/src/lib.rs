@@ -1,7 +1,8 @@
-//! Felix, the per-host agent. So far: its configuration (precedence, validation, the start-up
-//! report); the agent loop that waits for `/calico/v1/Ready` and drives the calculator and the
-//! dataplane follows.
+//! Felix, the per-host agent: its configuration ([`config`]: precedence, validation, the
+//! start-up report) and the agent loop ([`agent`]: wait for `/calico/v1/Ready`, datastore
+//! updates into the calculator, changes into the dataplane, periodic repair, status).
 
+pub mod agent;
 pub mod config;
 
 pub use config::{Bootstrap, Config, ConfigError, Inputs, Source};

@@ -34,21 +34,29 @@ pub struct EtcdServer {
     client_port: u16,
     peer_port: u16,
     tls: Option<ServerTls>,
+    /// The network namespace etcd runs in (its loopback), if not the test's own.
+    netns: Option<String>,
     child: Option<Child>,
 }
 
 impl EtcdServer {
     /// Starts etcd on free loopback ports and waits until it is healthy.
     pub fn start() -> EtcdServer {
-        EtcdServer::start_with(None)
+        EtcdServer::start_with(None, None)
     }
 
     /// Starts etcd serving https with client certificate authentication.
     pub fn start_tls(tls: ServerTls) -> EtcdServer {
-        EtcdServer::start_with(Some(tls))
+        EtcdServer::start_with(Some(tls), None)
     }
 
-    fn start_with(tls: Option<ServerTls>) -> EtcdServer {
+    /// Starts etcd inside a network namespace, on its loopback: reachable by processes in that
+    /// namespace (use [`EtcdServer::etcdctl`] to reach it from the test).
+    pub fn start_in_netns(netns: &str) -> EtcdServer {
+        EtcdServer::start_with(None, Some(netns.to_owned()))
+    }
+
+    fn start_with(tls: Option<ServerTls>, netns: Option<String>) -> EtcdServer {
         require_tool("etcd");
         let mut last_error = String::new();
         for _ in 0..PORT_ATTEMPTS {
@@ -57,6 +65,7 @@ impl EtcdServer {
                 client_port: free_port(),
                 peer_port: free_port(),
                 tls: tls.clone(),
+                netns: netns.clone(),
                 child: None,
             };
             match server.launch() {
@@ -105,7 +114,14 @@ impl EtcdServer {
             .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
         let log_err = log.try_clone().map_err(|e| e.to_string())?;
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let mut command = Command::new("etcd");
+        let mut command = match &self.netns {
+            None => Command::new("etcd"),
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, "etcd"]);
+                c
+            }
+        };
         command
             .arg("--name=test")
             .arg(format!(
@@ -157,6 +173,9 @@ impl EtcdServer {
     }
 
     fn answers_health(&self) -> bool {
+        if self.netns.is_some() {
+            return self.etcdctl(&["endpoint", "health"]).status.success();
+        }
         let addr = ("127.0.0.1", self.client_port);
         let Ok(mut stream) = TcpStream::connect(addr) else {
             return false;
@@ -170,6 +189,26 @@ impl EtcdServer {
         stream.write_all(request.as_bytes()).is_ok()
             && stream.read_to_string(&mut response).is_ok()
             && response.contains("\"health\":\"true\"")
+    }
+
+    /// Runs `etcdctl` (v3 API) against this etcd, inside its namespace if it has one.
+    pub fn etcdctl(&self, args: &[&str]) -> std::process::Output {
+        require_tool("etcdctl");
+        let endpoint = format!("--endpoints={}", self.endpoint());
+        let mut command = match &self.netns {
+            None => Command::new("etcdctl"),
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, "etcdctl"]);
+                c
+            }
+        };
+        command
+            .env("ETCDCTL_API", "3")
+            .arg(endpoint)
+            .args(args)
+            .output()
+            .expect("etcdctl runs")
     }
 
     /// The last lines etcd logged, for failure messages.

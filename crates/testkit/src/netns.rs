@@ -27,7 +27,14 @@ impl NetNs {
             "cannot create network namespace {name} (tests need root): {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        NetNs { name }
+        let netns = NetNs { name };
+        // Loopback up, so processes inside can talk to each other on 127.0.0.1.
+        let up = Command::new("ip")
+            .args(["-n", &netns.name, "link", "set", "lo", "up"])
+            .output()
+            .expect("ip runs");
+        assert!(up.status.success(), "cannot bring lo up in {}", netns.name);
+        netns
     }
 
     pub fn name(&self) -> &str {

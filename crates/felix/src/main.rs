@@ -1,0 +1,87 @@
+//! `calico-felix`: the per-host agent. Reads its configuration (environment, config file, etcd),
+//! waits for the datastore to be ready, then keeps this host's routes-to-be and firewall in
+//! line with the datastore. See docs/configuration.md.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use calico_felix::agent;
+use calico_felix::config::{Bootstrap, Inputs};
+use calico_linux::Netns;
+use clap::Parser;
+
+/// The Calico agent for this host.
+#[derive(Debug, Parser)]
+#[command(name = "calico-felix", version)]
+struct Args {
+    /// The configuration file (ini; section names ignored). A missing default file is fine; a
+    /// missing file given here is an error.
+    #[arg(short = 'c', long = "config-file")]
+    config_file: Option<PathBuf>,
+}
+
+const DEFAULT_CONFIG_FILE: &str = "/etc/calico/felix.cfg";
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FELIX_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let inputs = Inputs {
+        env: std::env::vars().collect(),
+        file: read_config_file(args.config_file)?,
+        ..Inputs::default()
+    };
+    let hostname = machine_hostname();
+    let bootstrap = Bootstrap::load(&inputs, &hostname)?;
+    tracing::info!(endpoints = ?bootstrap.etcd_endpoints, hostname = %bootstrap.hostname, "connecting to etcd");
+    let store = agent::connect(&bootstrap).await;
+    let config = agent::load_config(&store, inputs, &hostname, &bootstrap).await?;
+    for (name, value, source) in &config.report {
+        tracing::info!("config {name} = {value:?} ({source})");
+    }
+    agent::wait_for_ready(&store).await;
+    agent::run(&store, &config, Netns::current()).await
+}
+
+fn read_config_file(given: Option<PathBuf>) -> anyhow::Result<Option<(PathBuf, String)>> {
+    let explicit = given.is_some();
+    let path = given.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE));
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some((path, text))),
+        Err(err) if !explicit && err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err).with_context(|| format!("cannot read config file {}", path.display())),
+    }
+}
+
+/// The kernel's hostname (the UTS namespace's), as Felix 1.x took it from `gethostname()`.
+fn machine_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned())
+}

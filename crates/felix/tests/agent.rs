@@ -1,0 +1,164 @@
+//! calico-felix for real: etcd and Felix run inside a network namespace made for the test;
+//! objects written with etcdctl show up (and go away) in that namespace's iptables and ipsets.
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use calico_testkit::{EtcdServer, NetNs};
+
+const DB: &str = "/calico/v1/host/h1/workload/k8s/ns.db/endpoint/eth0";
+
+/// A running Felix, killed on drop; its log is kept in a temp dir.
+struct Felix {
+    child: Child,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Felix {
+    fn start(ns: &NetNs, etcd: &EtcdServer) -> Felix {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("felix.log");
+        let out = File::create(&log).unwrap();
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                ns.name(),
+                env!("CARGO_BIN_EXE_calico-felix"),
+            ])
+            .env("FELIX_ETCDENDPOINTS", etcd.endpoint())
+            .env("FELIX_FELIXHOSTNAME", "h1")
+            .env("FELIX_IPTABLESREFRESHINTERVAL", "1")
+            .env("FELIX_REPORTINGINTERVALSECS", "1")
+            .env("FELIX_LOGFILEPATH", "none")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("calico-felix starts");
+        Felix {
+            child,
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Felix {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `check` until it holds, failing with `what` and Felix's log after 30 s.
+fn eventually(felix: &Felix, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!(
+        "timed out waiting for {what}\n--- felix log ---\n{}",
+        felix.log()
+    );
+}
+
+fn put(etcd: &EtcdServer, key: &str, value: &str) {
+    let out = etcd.etcdctl(&["put", key, value]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn felix_programs_what_etcd_says_and_repairs_drift() {
+    let ns = NetNs::new("calico-felix");
+    let etcd = EtcdServer::start_in_netns(ns.name());
+    put(
+        &etcd,
+        DB,
+        r#"{"state": "active", "name": "calidb", "profile_ids": ["db"], "ipv4_nets": ["10.65.0.2/32"], "labels": {"role": "db"}}"#,
+    );
+    put(
+        &etcd,
+        "/calico/v1/policy/profile/db/rules",
+        r#"{"inbound_rules": [{"src_tag": "web", "action": "allow"}]}"#,
+    );
+    put(&etcd, "/calico/v1/config/InterfacePrefix", "cali");
+    let felix = Felix::start(&ns, &etcd);
+    let iptables = || ns.run_ok("iptables-save", &[], "");
+
+    // Nothing is programmed until the datastore is ready.
+    eventually(&felix, "wait-for-ready in the log", || {
+        felix.log().contains("wait-for-ready")
+    });
+    assert!(!iptables().contains("cali-"), "programmed before Ready");
+    assert!(
+        felix
+            .log()
+            .contains("config InterfacePrefix = \"cali\" (etcd /calico/v1/config)"),
+        "{}",
+        felix.log()
+    );
+
+    put(&etcd, "/calico/v1/Ready", "true");
+    eventually(&felix, "the db endpoint's chains", || {
+        iptables().contains("-A cali-wi-calidb")
+    });
+    assert!(iptables().contains("-A FORWARD -j cali-FORWARD"));
+
+    // An update: a new profile rule shows up in the profile's chain.
+    put(
+        &etcd,
+        "/calico/v1/policy/profile/db/rules",
+        r#"{"inbound_rules": [{"protocol": "tcp", "dst_ports": [5432], "action": "allow"}]}"#,
+    );
+    eventually(&felix, "the new rule", || {
+        iptables().contains("--dports 5432")
+    });
+
+    // Drift: the jump from FORWARD is removed by someone; the refresh puts it back.
+    ns.run_ok("iptables", &["-D", "FORWARD", "-j", "cali-FORWARD"], "");
+    eventually(&felix, "the FORWARD jump repaired", || {
+        iptables().contains("-A FORWARD -j cali-FORWARD")
+    });
+    eventually(&felix, "the repair logged", || {
+        felix.log().contains("repaired dataplane drift")
+    });
+
+    // An invalid object is reported and treated as missing: the endpoint's chains go.
+    put(
+        &etcd,
+        DB,
+        r#"{"state": "active", "name": "calidb", "ipv4_nets": ["10.65.0.2/24"]}"#,
+    );
+    eventually(&felix, "the validation warning", || {
+        felix
+            .log()
+            .contains(&format!("Validation failed for {DB}, treating as missing"))
+    });
+    eventually(&felix, "the invalid endpoint's chains removed", || {
+        !iptables().contains("cali-wi-calidb")
+    });
+
+    // Status is reported.
+    let status = etcd.etcdctl(&[
+        "get",
+        "/calico/felix/v1/host/h1/status",
+        "--print-value-only",
+    ]);
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("\"uptime\""), "{status}");
+}
