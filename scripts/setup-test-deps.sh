@@ -13,12 +13,19 @@ declare -A NEEDED=(
   [openssl]=openssl            # the TLS tests make a throwaway CA and certificates
   [iptables-restore]=iptables  # the rendered rules are loaded into a test network namespace
   [ipset]=ipset                # so are the rendered IP sets
+  [conntrack]=conntrack        # Felix flushes the connections of removed endpoints
+  [ping]=iputils-ping          # the lab's connectivity probes (ICMP)
+  [sysctl]=procps              # the lab sets host sysctls
+  [iperf3]=iperf3              # the lab's throughput benchmark
 )
 
 missing=()
 for tool in "${!NEEDED[@]}"; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("${NEEDED[$tool]}")
 done
+
+# protoc needs the well-known .proto files (google/protobuf/descriptor.proto, ...)
+[[ -f /usr/include/google/protobuf/descriptor.proto ]] || missing+=(libprotobuf-dev)
 
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then

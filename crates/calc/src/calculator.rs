@@ -414,6 +414,7 @@ impl Calculator {
                     .is_none_or(|p| p.rules.is_none())
             }),
             addresses: endpoint.addresses.clone(),
+            mac: endpoint.mac,
         };
         if self.state.endpoints.get(key) != Some(&program) {
             self.state.endpoints.insert(key.clone(), program);

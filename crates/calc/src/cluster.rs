@@ -59,6 +59,8 @@ pub struct Endpoint {
     /// The addresses rules resolve tags and selectors to: a workload's `ipv4_nets` /
     /// `ipv6_nets`, a host endpoint's `expected_ipvX_addrs`.
     pub addresses: Vec<IpAddr>,
+    /// A workload's MAC (for its static ARP/NDP entries), if it gave one.
+    pub mac: Option<[u8; 6]>,
 }
 
 impl Endpoint {
@@ -70,6 +72,7 @@ impl Endpoint {
             profile_ids: wep.profile_ids.clone(),
             labels: interner.labels(&wep.labels),
             addresses: nets.map(|net| net.addr()).collect(),
+            mac: wep.mac.map(|m| m.0),
         }
     }
 
@@ -84,6 +87,7 @@ impl Endpoint {
             profile_ids: hep.profile_ids.clone(),
             labels: interner.labels(&hep.labels),
             addresses: addrs.copied().collect(),
+            mac: None,
         }
     }
 }

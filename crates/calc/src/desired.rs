@@ -90,6 +90,8 @@ pub struct EndpointProgram {
     pub missing_profile: bool,
     /// The endpoint's addresses.
     pub addresses: Vec<IpAddr>,
+    /// A workload's MAC: the dataplane adds static ARP/NDP entries for its addresses.
+    pub mac: Option<[u8; 6]>,
 }
 
 /// Everything one host must program.
@@ -149,6 +151,7 @@ pub fn desired_state(cluster: &Cluster, hostname: &str) -> DesiredState {
             profiles: endpoint.profile_ids.clone(),
             missing_profile: false,
             addresses: endpoint.addresses.clone(),
+            mac: endpoint.mac,
         };
         let host = matches!(key, EndpointKey::Host(_));
         for (tier_name, tier) in &tiers {

@@ -4,6 +4,7 @@
 
 pub mod driver;
 pub mod render;
+pub mod routing;
 
 pub use driver::{Dataplane, Repairs};
 pub use render::config::{DropAction, EndpointToHostAction, MarkBits, RenderConfig};
@@ -11,3 +12,4 @@ pub use render::{
     FilterTable, IpVersion, ipset_name, kernel_jumps, policy_chain, profile_chain, render_filter,
     render_ipset_updates, render_ipsets, render_nat, render_pool_ipsets, render_raw,
 };
+pub use routing::{Routing, RoutingChanges, RoutingError};

@@ -7,13 +7,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use calico_calc::Calculator;
-use calico_dataplane::Dataplane;
+use calico_dataplane::{Dataplane, Routing};
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore, WatchEvent};
-use calico_linux::Netns;
+use calico_linux::{LinkEvent, LinkEvents, Netns};
 use calico_model::Key;
+use tokio::net::TcpListener;
 use tokio::time::{MissedTickBehavior, interval, sleep, timeout};
 
 use crate::config::{Bootstrap, Config, Inputs};
+use crate::metrics::{Health, Metrics, health_routes, metrics_routes, serve};
 
 /// How often "wait-for-ready" is logged while `/calico/v1/Ready` is not true.
 const READY_LOG_EVERY: Duration = Duration::from_secs(10);
@@ -91,17 +93,34 @@ pub async fn wait_for_ready(store: &dyn Datastore) {
 
 /// Runs until the process is stopped.
 pub async fn run(store: &dyn Datastore, config: &Config, netns: Netns) -> anyhow::Result<()> {
+    let metrics = Metrics::new();
+    let health = Health::default();
+    health.beat();
+    start_servers(config, &metrics, &health).await?;
     let hostname = config.bootstrap.hostname.clone();
     let started = Instant::now();
-    let mut calc = Calculator::new(&hostname);
-    let mut dataplane = Dataplane::new(netns, config.render());
+    let mut links = LinkEvents::subscribe(&netns).context("watching interfaces")?;
+    let mut felix = Felix {
+        calc: Calculator::new(&hostname),
+        dataplane: Dataplane::new(netns.clone(), config.render()),
+        routing: Routing::new(netns, &config.interface_prefix).context("opening netlink")?,
+        metrics,
+        health,
+        prefix: config.interface_prefix.clone(),
+        in_sync: false,
+        synced: false,
+        routes_dirty: true,
+        seen_revision: 0,
+    };
     let mut watch = store.watch("/calico/v1/").await?;
-    let mut in_sync = false;
-    let mut synced = false;
     let mut refresh = interval(config.iptables_refresh);
     refresh.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut route_refresh = interval(config.route_refresh);
+    route_refresh.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut report = interval(config.reporting_interval);
     report.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut heartbeat = interval(HEARTBEAT);
+    heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut first_report = true;
     loop {
         tokio::select! {
@@ -109,21 +128,39 @@ pub async fn run(store: &dyn Datastore, config: &Config, netns: Netns) -> anyhow
                 let Some(event) = event else {
                     anyhow::bail!("the datastore watch ended");
                 };
-                in_sync |= handle(&mut calc, event, &hostname);
+                felix.handle(event, &hostname);
                 // Take whatever else is already waiting, then program once for the batch.
                 while let Ok(Some(event)) = timeout(Duration::ZERO, watch.next()).await {
-                    in_sync |= handle(&mut calc, event, &hostname);
+                    felix.handle(event, &hostname);
                 }
-                if in_sync {
-                    program(&mut calc, &mut dataplane, &mut synced)?;
+                felix.program().await;
+            }
+            event = links.next() => {
+                let Some(event) = event else {
+                    anyhow::bail!("the interface watch ended");
+                };
+                let name = match &event {
+                    LinkEvent::Changed(link) => &link.name,
+                    LinkEvent::Removed { name, .. } => name,
+                };
+                if name.starts_with(&felix.prefix) {
+                    tracing::debug!(?event, "interface event");
+                    felix.routes_dirty = true;
+                    // Batch a burst of events (a veth pair comes with several).
+                    while let Ok(Some(_)) = timeout(Duration::from_millis(5), links.next()).await {}
+                    felix.program().await;
                 }
             }
-            _ = refresh.tick() => {
-                if synced {
-                    let repairs = dataplane.sync(calc.state()).context("periodic sync")?;
-                    if !repairs.is_empty() {
-                        tracing::warn!(?repairs, "repaired dataplane drift");
-                    }
+            _ = refresh.tick() => felix.repair().await,
+            _ = route_refresh.tick() => {
+                felix.routes_dirty = true;
+                felix.program().await;
+            }
+            _ = heartbeat.tick() => {
+                felix.health.beat();
+                // Retry what failed.
+                if !felix.synced || felix.routes_dirty {
+                    felix.program().await;
                 }
             }
             _ = report.tick() => {
@@ -138,29 +175,172 @@ pub async fn run(store: &dyn Datastore, config: &Config, netns: Netns) -> anyhow
     }
 }
 
-/// Feeds one watch event to the calculator; returns true on `InSync`.
-fn handle(calc: &mut Calculator, event: WatchEvent, hostname: &str) -> bool {
-    match event {
-        WatchEvent::Put(pair) => {
-            warn_on_config_change(&pair.key, hostname);
-            let applied = calc.apply(&pair.key, Some(&pair.value));
-            if let calico_calc::Applied::Invalid { reason } = applied {
-                tracing::warn!(
-                    "Validation failed for {}, treating as missing: {reason}",
-                    pair.key
-                );
+/// How often the loop proves it is alive and retries what failed.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
+async fn start_servers(config: &Config, metrics: &Metrics, health: &Health) -> anyhow::Result<()> {
+    let mut servers = Vec::new();
+    if config.health_enabled {
+        servers.push(("health", config.health_port, health_routes(health.clone())));
+    }
+    if config.metrics_enabled {
+        servers.push((
+            "metrics",
+            config.metrics_port,
+            metrics_routes(metrics.clone()),
+        ));
+    }
+    for (what, port, routes) in servers {
+        let listener = TcpListener::bind(("0.0.0.0", port))
+            .await
+            .with_context(|| format!("cannot serve {what} on port {port}"))?;
+        tracing::info!("serving {what} on port {port}");
+        tokio::spawn(serve(listener, routes));
+    }
+    Ok(())
+}
+
+/// The agent's state between events.
+struct Felix {
+    calc: Calculator,
+    dataplane: Dataplane,
+    routing: Routing,
+    metrics: Metrics,
+    health: Health,
+    prefix: String,
+    /// The datastore snapshot has been received.
+    in_sync: bool,
+    /// The dataplane has been fully synced (false again after a failure: retried).
+    synced: bool,
+    /// Routes and interfaces need a look (endpoints or links changed).
+    routes_dirty: bool,
+    /// The revision of the last datastore update received.
+    seen_revision: i64,
+}
+
+impl Felix {
+    /// Feeds one watch event to the calculator.
+    fn handle(&mut self, event: WatchEvent, hostname: &str) {
+        match event {
+            WatchEvent::Put(pair) => {
+                self.metrics.updates.inc();
+                self.seen_revision = self.seen_revision.max(pair.mod_revision);
+                warn_on_config_change(&pair.key, hostname);
+                let applied = self.calc.apply(&pair.key, Some(&pair.value));
+                if let calico_calc::Applied::Invalid { reason } = applied {
+                    tracing::warn!(
+                        "Validation failed for {}, treating as missing: {reason}",
+                        pair.key
+                    );
+                }
             }
-            false
+            WatchEvent::Delete { key, mod_revision } => {
+                self.metrics.updates.inc();
+                self.seen_revision = self.seen_revision.max(mod_revision);
+                warn_on_config_change(&key, hostname);
+                self.calc.apply(&key, None);
+            }
+            WatchEvent::InSync { revision } => {
+                tracing::info!(revision, "in sync with the datastore");
+                self.metrics.resyncs.inc();
+                self.seen_revision = self.seen_revision.max(revision);
+                self.in_sync = true;
+            }
         }
-        WatchEvent::Delete { key, .. } => {
-            warn_on_config_change(&key, hostname);
-            calc.apply(&key, None);
-            false
+    }
+
+    /// Programs the dataplane: a full sync the first time (and after a failure), then only the
+    /// calculator's changes; routes when endpoints or links changed. Failures are logged,
+    /// counted, and retried on the next heartbeat; the dataplane is left as it was.
+    async fn program(&mut self) {
+        if !self.in_sync {
+            return;
         }
-        WatchEvent::InSync { revision } => {
-            tracing::info!(revision, "in sync with the datastore");
-            true
+        let changes = self.calc.take_changes();
+        if !changes.endpoints.is_empty() {
+            self.routes_dirty = true;
         }
+        let started = Instant::now();
+        let firewall = if !self.synced {
+            self.dataplane.sync(self.calc.state()).map(|repairs| {
+                tracing::info!(?repairs, elapsed = ?started.elapsed(), "dataplane programmed");
+                self.metrics
+                    .sync_seconds
+                    .observe(started.elapsed().as_secs_f64());
+            })
+        } else if !changes.is_empty() {
+            self.dataplane.apply(self.calc.state(), &changes).map(|()| {
+                tracing::debug!(elapsed = ?started.elapsed(), "changes applied");
+                self.metrics
+                    .apply_seconds
+                    .observe(started.elapsed().as_secs_f64());
+            })
+        } else {
+            Ok(())
+        };
+        match firewall {
+            Ok(()) => self.synced = true,
+            Err(error) => {
+                tracing::error!("programming the firewall failed (will retry): {error}");
+                self.metrics.failed(tool_of(&error.command));
+                self.synced = false;
+            }
+        }
+        if self.routes_dirty {
+            match self.routing.sync(self.calc.state()).await {
+                Ok(changed) => {
+                    if !changed.is_empty() {
+                        tracing::info!(?changed, "routes and interfaces programmed");
+                    }
+                    self.routes_dirty = false;
+                }
+                Err(error) => {
+                    tracing::error!("programming routes failed (will retry): {error}");
+                    self.metrics.failed(error.tool());
+                }
+            }
+        }
+        let done = self.synced && !self.routes_dirty;
+        self.health.set_ready(done);
+        if done {
+            self.metrics.applied_revision.set(self.seen_revision);
+            self.metrics
+                .endpoints
+                .set(self.calc.state().endpoints.len() as i64);
+        }
+    }
+
+    /// The periodic full sync: puts back whatever changed behind Felix's back.
+    async fn repair(&mut self) {
+        if !self.synced {
+            return;
+        }
+        match self.dataplane.sync(self.calc.state()) {
+            Ok(repairs) if !repairs.is_empty() => {
+                tracing::warn!(?repairs, "repaired dataplane drift");
+                self.metrics.repairs.inc();
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::error!("periodic sync failed (will retry): {error}");
+                self.metrics.failed(tool_of(&error.command));
+                self.synced = false;
+            }
+        }
+        self.routes_dirty = true;
+        self.program().await;
+    }
+}
+
+/// `iptables`, `ipset`, ... from a failed command line.
+fn tool_of(command: &str) -> &'static str {
+    let program = command.split_whitespace().next().unwrap_or("");
+    if program.starts_with("ip6tables") || program.starts_with("iptables") {
+        "iptables"
+    } else if program.starts_with("ipset") {
+        "ipset"
+    } else {
+        "other"
     }
 }
 
@@ -176,28 +356,6 @@ fn warn_on_config_change(key: &str, hostname: &str) {
             "Felix configuration changed in etcd; restart Felix to apply it"
         );
     }
-}
-
-/// Programs the dataplane: a full sync the first time (and whenever `synced` is false), then
-/// only the calculator's changes.
-fn program(
-    calc: &mut Calculator,
-    dataplane: &mut Dataplane,
-    synced: &mut bool,
-) -> anyhow::Result<()> {
-    let changes = calc.take_changes();
-    let started = Instant::now();
-    if !*synced {
-        let repairs = dataplane.sync(calc.state()).context("initial sync")?;
-        tracing::info!(?repairs, elapsed = ?started.elapsed(), "dataplane programmed");
-        *synced = true;
-    } else if !changes.is_empty() {
-        dataplane
-            .apply(calc.state(), &changes)
-            .context("applying changes")?;
-        tracing::debug!(elapsed = ?started.elapsed(), "changes applied");
-    }
-    Ok(())
 }
 
 /// `{"time": ..., "uptime": ..., "first_update": ...}` as Felix 1.x wrote it.

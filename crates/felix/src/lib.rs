@@ -4,5 +4,6 @@
 
 pub mod agent;
 pub mod config;
+pub mod metrics;
 
 pub use config::{Bootstrap, Config, ConfigError, Inputs, Source};

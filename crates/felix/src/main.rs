@@ -26,6 +26,7 @@ const DEFAULT_CONFIG_FILE: &str = "/etc/calico/felix.cfg";
 fn main() -> ExitCode {
     let args = Args::parse();
     tracing_subscriber::fmt()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("FELIX_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),

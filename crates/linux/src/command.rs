@@ -19,6 +19,11 @@ impl Netns {
         Netns(Some(name.into()))
     }
 
+    /// The namespace's name, or `None` for the current one.
+    pub fn name(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+
     /// Runs `program args` with `input` on stdin; returns stdout.
     pub fn run(&self, program: &str, args: &[&str], input: &str) -> Result<String, CommandError> {
         let mut command = match &self.0 {

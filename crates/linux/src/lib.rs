@@ -1,11 +1,20 @@
 //! The only crate that talks to the kernel or runs kernel tools. Each tool runs in the network
 //! namespace the process is in, or, when given one, inside a named namespace
-//! (`ip netns exec <ns> …`), which is how tests and the lab drive a host.
+//! (`ip netns exec <ns> …`), which is how tests and the lab drive a host. Routes, neighbours and
+//! links go over rtnetlink ([`Netlink`]), settings through `/proc/sys` ([`set_sysctl`]).
 
 mod command;
+mod conntrack;
 mod ipset;
 mod iptables;
+mod rtnl;
+mod sysctl;
 
 pub use command::{CommandError, Netns};
+pub use conntrack::flush_conntrack;
 pub use ipset::Ipset;
 pub use iptables::{Family, Iptables};
+pub use rtnl::{
+    Link, LinkEvent, LinkEvents, Neighbour, Netlink, NetlinkError, ROUTE_PROTOCOL, Route, in_netns,
+};
+pub use sysctl::{SysctlError, get_sysctl, set_sysctl};

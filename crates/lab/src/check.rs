@@ -1,0 +1,202 @@
+//! Seeing what gets through: probes from inside workloads, the connectivity matrix, and
+//! waiting until every Felix has programmed what was written.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use calico_datastore::Datastore;
+
+use crate::cluster::connect;
+use crate::probe::{Outcome, Target};
+use crate::relay::enter_netns;
+use crate::state::{Lab, Workload};
+
+/// The port Felix serves Prometheus metrics on in the lab's hosts.
+pub const METRICS_PORT: u16 = 9091;
+
+/// Runs `calico-lab probe` inside `from`; the outcomes in the order of `targets`.
+pub async fn probe_from(
+    lab: &Lab,
+    from: &str,
+    targets: &[Target],
+    wait: Duration,
+) -> anyhow::Result<Vec<Outcome>> {
+    let workload = lab.workload(from)?;
+    let me = std::env::var_os("CALICO_LAB_BIN")
+        .map(std::path::PathBuf::from)
+        .map_or_else(std::env::current_exe, Ok)?;
+    let out = tokio::process::Command::new("ip")
+        .args(["netns", "exec", &workload.netns])
+        .arg(me)
+        .args(["probe", "--timeout-ms", &wait.as_millis().to_string()])
+        .args(targets.iter().map(Target::to_string))
+        .output()
+        .await?;
+    if !out.status.success() {
+        bail!(
+            "probe from {from} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let outcomes: Vec<Outcome> = text
+        .lines()
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, w)| Outcome::parse(w)))
+        .collect();
+    if outcomes.len() != targets.len() {
+        bail!(
+            "probe from {from} printed {} results for {} targets:\n{text}",
+            outcomes.len(),
+            targets.len()
+        );
+    }
+    Ok(outcomes)
+}
+
+/// For each (from, to) pair of different workloads: ping and TCP to `port` on `to`'s first
+/// address.
+pub type Matrix = Vec<(String, String, Outcome, Outcome)>;
+
+pub async fn matrix(lab: &Lab, port: u16, wait: Duration) -> anyhow::Result<Matrix> {
+    let mut tasks = Vec::new();
+    for from in &lab.workloads {
+        let peers: Vec<&Workload> = lab
+            .workloads
+            .iter()
+            .filter(|w| w.name != from.name)
+            .collect();
+        let mut targets = Vec::new();
+        for to in &peers {
+            let address = to.ips[0];
+            targets.push(Target::Icmp(address));
+            targets.push(Target::Tcp((address, port).into()));
+        }
+        let names: Vec<String> = peers.iter().map(|w| w.name.clone()).collect();
+        let (lab, from) = (lab.clone(), from.name.clone());
+        tasks.push(tokio::spawn(async move {
+            let outcomes = probe_from(&lab, &from, &targets, wait).await?;
+            let rows: Matrix = names
+                .into_iter()
+                .zip(outcomes.chunks(2))
+                .map(|(to, o)| (from.clone(), to, o[0], o[1]))
+                .collect();
+            anyhow::Ok(rows)
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await??);
+    }
+    Ok(all)
+}
+
+/// The matrix as a table: rows are sources, columns destinations, cells `ping/tcp`.
+pub fn render(lab: &Lab, matrix: &Matrix, port: u16) -> String {
+    let names: Vec<&str> = lab.workloads.iter().map(|w| w.name.as_str()).collect();
+    let width = names.iter().map(|n| n.len()).max().unwrap_or(4).max(9) + 2;
+    let mut out = format!("from \\ to (ping/tcp:{port}; ok = answered, -- = dropped)\n");
+    let _ = write!(out, "{:width$}", "");
+    for name in &names {
+        let _ = write!(out, "{name:width$}");
+    }
+    out.push('\n');
+    for from in &names {
+        let _ = write!(out, "{from:width$}");
+        for to in &names {
+            let cell = matrix
+                .iter()
+                .find(|(f, t, _, _)| f == from && t == to)
+                .map_or_else(
+                    || "·".to_owned(),
+                    |(_, _, ping, tcp)| format!("{}/{}", word(*ping), word(*tcp)),
+                );
+            let _ = write!(out, "{cell:width$}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn word(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Ok => "ok",
+        Outcome::Refused => "rst",
+        Outcome::Blocked => "--",
+        Outcome::Unreachable => "unr",
+    }
+}
+
+/// Writes a marker under `/calico/v1/` (a key Felix ignores but sees) and waits until every
+/// host's Felix reports, in its `felix_applied_revision` metric, that it has programmed that
+/// revision. Returns the revision.
+pub async fn wait_programmed(lab: &Lab, limit: Duration) -> anyhow::Result<i64> {
+    let store = connect(lab).await?;
+    let revision = store
+        .put("/calico/v1/lab-sync", &format!("{:?}", Instant::now()))
+        .await?;
+    let deadline = Instant::now() + limit;
+    for host in &lab.hosts {
+        loop {
+            let applied = applied_revision(&host.netns).await;
+            if applied.as_ref().is_ok_and(|&r| r >= revision) {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let why = match applied {
+                    Ok(r) => format!("it is at revision {r}"),
+                    Err(e) => format!("{e:#}"),
+                };
+                bail!(
+                    "Felix on {} has not programmed revision {revision} within {limit:?}: {why}; see {}",
+                    host.name,
+                    lab.log_path(&format!("felix-{}", host.name)).display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Ok(revision)
+}
+
+/// Reads `felix_applied_revision` from the Felix metrics inside a host namespace.
+pub async fn applied_revision(netns: &str) -> anyhow::Result<i64> {
+    let metrics = fetch_in_netns(netns, METRICS_PORT, "/metrics").await?;
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("felix_applied_revision "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as i64)
+        .context("no felix_applied_revision in Felix's metrics")
+}
+
+/// An HTTP GET to 127.0.0.1:`port` inside a namespace; the body.
+pub async fn fetch_in_netns(netns: &str, port: u16, path: &str) -> anyhow::Result<String> {
+    let (netns, path) = (netns.to_owned(), path.to_owned());
+    tokio::task::spawn_blocking(move || {
+        // A thread of its own: entering a namespace changes the calling thread.
+        std::thread::spawn(move || -> anyhow::Result<String> {
+            enter_netns(&netns)?;
+            let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))
+                .with_context(|| format!("nothing listens on 127.0.0.1:{port} in {netns}"))?;
+            stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+            write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+            let mut response = String::new();
+            stream.read_to_string(&mut response)?;
+            let (_, body) = response
+                .split_once("\r\n\r\n")
+                .context("malformed HTTP response")?;
+            Ok(body.to_owned())
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("fetch thread panicked"))?
+    })
+    .await?
+}
+
+/// The first address of a workload.
+pub fn address(lab: &Lab, workload: &str) -> anyhow::Result<IpAddr> {
+    Ok(lab.workload(workload)?.ips[0])
+}

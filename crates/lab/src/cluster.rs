@@ -1,0 +1,669 @@
+//! Bringing a lab up and down, and plugging workloads in and out.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::sh::{self, ip};
+use crate::state::{
+    ETCD_PORT, FABRIC_IP, FABRIC_IP6, Host, Lab, ORCHESTRATOR, SERVED_PORTS, Workload, check_name,
+    interface_name,
+};
+
+/// What `up` needs beyond the lab's name.
+#[derive(Debug, Clone, Default)]
+pub struct UpOptions {
+    pub hosts: u32,
+    /// Extra `FELIX_*` settings for every Felix.
+    pub felix_env: Vec<(String, String)>,
+    /// The `calico-felix` binary; by default the one next to `calico-lab`, else from `PATH`.
+    pub felix: Option<PathBuf>,
+}
+
+/// A workload to plug in.
+#[derive(Debug, Clone, Default)]
+pub struct WorkloadSpec {
+    pub host: String,
+    pub name: String,
+    pub ips: Vec<IpAddr>,
+    pub profiles: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Brings a lab up: fabric, etcd, relay, hosts with Felix; waits until every Felix reports.
+pub async fn up(name: &str, options: &UpOptions) -> anyhow::Result<Lab> {
+    check_name("lab name", name)?;
+    if !(1..=50).contains(&options.hosts) {
+        bail!("--hosts must be between 1 and 50, not {}", options.hosts);
+    }
+    sh::require(&["ip", "etcd", "sysctl", "ping", "iptables", "ipset"])?;
+    let felix = felix_binary(options.felix.as_deref())?;
+    let dir = Lab::dir_of(name);
+    if dir.join("state.json").exists() {
+        bail!("lab {name:?} is already up; `calico-lab --lab {name} down` removes it");
+    }
+    let leftovers = lab_namespaces(name)?;
+    if !leftovers.is_empty() {
+        bail!(
+            "namespaces of an earlier lab {name:?} are still there ({}); run `calico-lab --lab {name} down` first",
+            leftovers.join(", ")
+        );
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut lab = Lab {
+        name: name.to_owned(),
+        dir,
+        client_endpoint: String::new(),
+        hosts: Vec::new(),
+        workloads: Vec::new(),
+        pids: Vec::new(),
+        felix_env: options.felix_env.clone(),
+    };
+    lab.save()?;
+    match build(&mut lab, options, &felix).await {
+        Ok(()) => Ok(lab),
+        Err(error) => {
+            let _ = down(name);
+            Err(error.context(format!(
+                "bringing lab {name:?} up failed; it was removed again"
+            )))
+        }
+    }
+}
+
+async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Result<()> {
+    let fabric = Lab::fabric_netns(&lab.name);
+    add_netns(&fabric)?;
+    ip(&["-n", &fabric, "link", "add", "br0", "type", "bridge"])?;
+    ip(&[
+        "-n",
+        &fabric,
+        "addr",
+        "add",
+        &format!("{FABRIC_IP}/24"),
+        "dev",
+        "br0",
+    ])?;
+    ip(&[
+        "-n",
+        &fabric,
+        "addr",
+        "add",
+        &format!("{FABRIC_IP6}/64"),
+        "dev",
+        "br0",
+        "nodad",
+    ])?;
+    ip(&["-n", &fabric, "link", "set", "br0", "up"])?;
+
+    let etcd_url = Lab::fabric_endpoint();
+    let peer = "http://127.0.0.1:2380";
+    let data = lab.dir.join("etcd");
+    let data = data.to_str().context("state dir is not UTF-8")?;
+    let etcd_args = [
+        "--name",
+        "lab",
+        "--data-dir",
+        data,
+        "--listen-client-urls",
+        &etcd_url,
+        "--advertise-client-urls",
+        &etcd_url,
+        "--listen-peer-urls",
+        peer,
+        "--initial-advertise-peer-urls",
+        peer,
+        "--initial-cluster",
+        &format!("lab={peer}"),
+    ];
+    spawn(
+        Some(&fabric),
+        Path::new("etcd"),
+        &etcd_args,
+        &[],
+        &lab.log_path("etcd"),
+    )?;
+
+    let port_file = lab.dir.join("relay.port");
+    let me = std::env::current_exe().context("cannot find the calico-lab binary")?;
+    let to = format!("{FABRIC_IP}:{ETCD_PORT}");
+    let relay_args = ["relay", "--netns", &fabric, "--to", &to, "--port-file"];
+    let mut args: Vec<&str> = relay_args.to_vec();
+    args.push(port_file.to_str().context("state dir is not UTF-8")?);
+    let relay = spawn(None, &me, &args, &[], &lab.log_path("relay"))?;
+    lab.pids.push(relay);
+    let port = poll("the relay to listen", Duration::from_secs(10), || {
+        Ok(std::fs::read_to_string(&port_file)
+            .ok()
+            .filter(|p| !p.is_empty()))
+    })
+    .await
+    .with_context(|| log_hint(lab, "relay"))?;
+    lab.client_endpoint = format!("http://127.0.0.1:{port}");
+    lab.save()?;
+
+    let store = connect(lab).await.with_context(|| log_hint(lab, "etcd"))?;
+    store.put("/calico/v1/Ready", "true").await?;
+
+    for n in 1..=options.hosts {
+        let host = add_host(lab, n)?;
+        lab.hosts.push(host);
+        lab.save()?;
+    }
+    for index in 0..lab.hosts.len() {
+        let pid = start_felix(lab, &lab.hosts[index], &[], felix)?;
+        lab.hosts[index].felix_pid = Some(pid);
+    }
+    lab.save()?;
+    for host in &lab.hosts {
+        let key = format!("/calico/felix/v1/host/{}/status", host.name);
+        poll(
+            &format!("Felix on {} to report", host.name),
+            Duration::from_secs(60),
+            || Ok(felix_alive(host).then_some(())),
+        )
+        .await?;
+        let store = &store;
+        let found = async {
+            loop {
+                if store.get(&key).await?.is_some() {
+                    return anyhow::Ok(());
+                }
+                if !felix_alive(host) {
+                    bail!("Felix on {} exited", host.name);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), found)
+            .await
+            .context("Felix did not report its status within 60 s")?
+            .with_context(|| log_hint(lab, &format!("felix-{}", host.name)))?;
+    }
+    Ok(())
+}
+
+fn add_host(lab: &Lab, n: u32) -> anyhow::Result<Host> {
+    let name = format!("host{n}");
+    let netns = format!("{}.{name}", lab.name);
+    let fabric = Lab::fabric_netns(&lab.name);
+    let host_ip = std::net::Ipv4Addr::new(10, 99, 0, 10 + n as u8);
+    let host_ip6 = std::net::Ipv6Addr::new(0xfd00, 0x99, 0, 0, 0, 0, 0, 0x10 + n as u16);
+    add_netns(&netns)?;
+    let port = format!("h{n}");
+    ip(&[
+        "-n", &netns, "link", "add", "eth0", "type", "veth", "peer", "name", &port, "netns",
+        &fabric,
+    ])?;
+    ip(&["-n", &fabric, "link", "set", &port, "master", "br0", "up"])?;
+    ip(&[
+        "-n",
+        &netns,
+        "addr",
+        "add",
+        &format!("{host_ip}/24"),
+        "dev",
+        "eth0",
+    ])?;
+    ip(&[
+        "-n",
+        &netns,
+        "addr",
+        "add",
+        &format!("{host_ip6}/64"),
+        "dev",
+        "eth0",
+        "nodad",
+    ])?;
+    ip(&["-n", &netns, "link", "set", "eth0", "up"])?;
+    ip(&[
+        "-n",
+        &netns,
+        "route",
+        "add",
+        "default",
+        "via",
+        &FABRIC_IP.to_string(),
+    ])?;
+    ip(&[
+        "-n",
+        &netns,
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        &FABRIC_IP6.to_string(),
+    ])?;
+    sh::sysctl(&netns, "net.ipv4.ip_forward=1")?;
+    sh::sysctl(&netns, "net.ipv6.conf.all.forwarding=1")?;
+    Ok(Host {
+        name,
+        netns,
+        ip: host_ip,
+        ip6: host_ip6,
+        felix_pid: None,
+    })
+}
+
+fn start_felix(
+    lab: &Lab,
+    host: &Host,
+    extra: &[(String, String)],
+    felix: &Path,
+) -> anyhow::Result<i32> {
+    let mut env = vec![
+        ("FELIX_ETCDENDPOINTS".to_owned(), Lab::fabric_endpoint()),
+        ("FELIX_FELIXHOSTNAME".to_owned(), host.name.clone()),
+        (
+            "FELIX_PROMETHEUSMETRICSENABLED".to_owned(),
+            "true".to_owned(),
+        ),
+        ("FELIX_LOGFILEPATH".to_owned(), "none".to_owned()),
+    ];
+    env.extend(lab.felix_env.iter().cloned());
+    env.extend(extra.iter().cloned());
+    spawn(
+        Some(&host.netns),
+        felix,
+        &[],
+        &env,
+        &lab.log_path(&format!("felix-{}", host.name)),
+    )
+}
+
+/// Kills a host's Felix (SIGKILL) and starts it again, with the lab's settings plus `extra`.
+pub fn restart_felix(lab: &mut Lab, host: &str, extra: &[(String, String)]) -> anyhow::Result<i32> {
+    let felix = felix_binary(None)?;
+    lab.host(host)?;
+    let index = lab
+        .hosts
+        .iter()
+        .position(|h| h.name == host)
+        .expect("checked");
+    if let Some(pid) = lab.hosts[index].felix_pid.take() {
+        stop_pids(&[pid]);
+    }
+    let pid = start_felix(lab, &lab.hosts[index], extra, &felix)?;
+    lab.hosts[index].felix_pid = Some(pid);
+    lab.save()?;
+    Ok(pid)
+}
+
+fn felix_alive(host: &Host) -> bool {
+    host.felix_pid.is_some_and(pid_alive)
+}
+
+fn pid_alive(pid: i32) -> bool {
+    // A zombie is dead too.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+fn felix_binary(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(path) = given {
+        return Ok(path.to_owned());
+    }
+    if let Some(path) = std::env::var_os("CALICO_FELIX") {
+        return Ok(PathBuf::from(path));
+    }
+    let beside = std::env::current_exe()?.with_file_name("calico-felix");
+    if beside.is_file() {
+        return Ok(beside);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("calico-felix"))
+        .find(|p| p.is_file())
+        .context("calico-felix not found beside calico-lab or on PATH; build it with `cargo build -p calico-felix` or pass --felix")
+}
+
+/// Removes everything of a lab: processes in its namespaces, the namespaces, its state.
+/// Works from the namespace names alone, so also after a crash.
+pub fn down(name: &str) -> anyhow::Result<Vec<String>> {
+    let lab = Lab::load(name).ok();
+    let namespaces = lab_namespaces(name)?;
+    let mut pids: Vec<i32> = lab.iter().flat_map(|l| l.pids.iter().copied()).collect();
+    for ns in &namespaces {
+        if let Ok(out) = ip(&["netns", "pids", ns]) {
+            pids.extend(out.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+        }
+    }
+    stop_pids(&pids);
+    for ns in &namespaces {
+        ip(&["netns", "del", ns]).with_context(|| format!("cannot delete namespace {ns}"))?;
+    }
+    let dir = Lab::dir_of(name);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("cannot remove {}", dir.display()))?;
+    }
+    Ok(namespaces)
+}
+
+/// SIGKILLs the processes and waits (briefly) until they are gone.
+fn stop_pids(pids: &[i32]) {
+    for &pid in pids {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|&p| pid_alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The namespaces named `<lab>.…` (lab names cannot contain dots, so no other lab's).
+fn lab_namespaces(name: &str) -> anyhow::Result<Vec<String>> {
+    let prefix = format!("{name}.");
+    let mut list: Vec<String> = sh::namespaces()?
+        .into_iter()
+        .filter(|ns| ns.starts_with(&prefix))
+        .collect();
+    // Workloads before hosts before the fabric: veths go with the namespace that holds them.
+    list.sort_by_key(|ns| (ns.ends_with(".fabric"), ns.matches('.').count() == 1));
+    Ok(list)
+}
+
+/// Plugs a workload in, as the CNI plugin would: its namespace, a veth (host side
+/// `cali…`, workload side `eth0` with the addresses and a default route via 169.254.1.1), its
+/// endpoint in etcd, routes to it on the other hosts, and an echo server inside.
+pub async fn add_workload(lab: &mut Lab, spec: &WorkloadSpec) -> anyhow::Result<Workload> {
+    check_name("workload name", &spec.name)?;
+    let host = lab.host(&spec.host)?.clone();
+    if lab.workloads.iter().any(|w| w.name == spec.name) {
+        bail!(
+            "workload {:?} already exists in lab {:?}",
+            spec.name,
+            lab.name
+        );
+    }
+    if spec.ips.is_empty() {
+        bail!("a workload needs at least one address (--ip or --ip6)");
+    }
+    for address in &spec.ips {
+        if let Some(w) = lab.workloads.iter().find(|w| w.ips.contains(address)) {
+            bail!("address {address} is already used by workload {:?}", w.name);
+        }
+    }
+    let workload = Workload {
+        name: spec.name.clone(),
+        host: host.name.clone(),
+        netns: format!("{}.{}.{}", lab.name, host.name, spec.name),
+        interface: interface_name(&lab.name, &host.name, &spec.name),
+        ips: spec.ips.clone(),
+        key: format!(
+            "/calico/v1/host/{}/workload/{ORCHESTRATOR}/{}/endpoint/eth0",
+            host.name, spec.name
+        ),
+    };
+    if let Err(error) = plug(lab, &host, &workload) {
+        let _ = unplug(lab, &workload);
+        return Err(error);
+    }
+    let mac = ip(&["-n", &workload.netns, "-j", "link", "show", "eth0"])?;
+    let mac: serde_json::Value = serde_json::from_str(&mac)?;
+    let mac = mac[0]["address"]
+        .as_str()
+        .context("no MAC on eth0")?
+        .to_owned();
+    let endpoint = endpoint_json(&workload, &mac, spec);
+    let store = connect(lab).await?;
+    store.put(&workload.key, &endpoint.to_string()).await?;
+    lab.workloads.push(workload.clone());
+    lab.save()?;
+    Ok(workload)
+}
+
+fn endpoint_json(workload: &Workload, mac: &str, spec: &WorkloadSpec) -> serde_json::Value {
+    let nets = |v4: bool| -> Vec<String> {
+        workload
+            .ips
+            .iter()
+            .filter(|a| a.is_ipv4() == v4)
+            .map(|a| format!("{a}/{}", if v4 { 32 } else { 128 }))
+            .collect()
+    };
+    serde_json::json!({
+        "state": "active",
+        "name": workload.interface,
+        "mac": mac,
+        "profile_ids": spec.profiles,
+        "ipv4_nets": nets(true),
+        "ipv6_nets": nets(false),
+        "labels": spec.labels,
+    })
+}
+
+fn plug(lab: &Lab, host: &Host, w: &Workload) -> anyhow::Result<()> {
+    add_netns(&w.netns)?;
+    sh::sysctl(&w.netns, "net.ipv6.conf.all.accept_dad=0")?;
+    sh::sysctl(&w.netns, "net.ipv6.conf.default.accept_dad=0")?;
+    let iface = w.interface.as_str();
+    ip(&[
+        "-n",
+        &host.netns,
+        "link",
+        "add",
+        iface,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "eth0",
+        "netns",
+        &w.netns,
+    ])?;
+    sh::sysctl(&host.netns, &format!("net.ipv6.conf.{iface}.accept_dad=0"))?;
+    ip(&["-n", &host.netns, "link", "set", iface, "up"])?;
+    for address in &w.ips {
+        let net = match address {
+            IpAddr::V4(a) => format!("{a}/32"),
+            IpAddr::V6(a) => format!("{a}/128"),
+        };
+        ip(&["-n", &w.netns, "addr", "add", &net, "dev", "eth0", "nodad"])?;
+    }
+    ip(&["-n", &w.netns, "link", "set", "eth0", "up"])?;
+    if w.ips.iter().any(IpAddr::is_ipv4) {
+        ip(&[
+            "-n",
+            &w.netns,
+            "route",
+            "add",
+            "169.254.1.1",
+            "dev",
+            "eth0",
+            "scope",
+            "link",
+        ])?;
+        ip(&[
+            "-n",
+            &w.netns,
+            "route",
+            "add",
+            "default",
+            "via",
+            "169.254.1.1",
+            "dev",
+            "eth0",
+        ])?;
+    }
+    if w.ips.iter().any(IpAddr::is_ipv6) {
+        let link_local = host_link_local(&host.netns, iface)?;
+        ip(&[
+            "-n",
+            &w.netns,
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            &link_local,
+            "dev",
+            "eth0",
+        ])?;
+    }
+    // Until BGP lands: the other hosts route the workload's addresses to its host.
+    for other in lab.hosts.iter().filter(|h| h.name != host.name) {
+        for address in &w.ips {
+            let via = if address.is_ipv4() {
+                host.ip.to_string()
+            } else {
+                host.ip6.to_string()
+            };
+            ip(&[
+                "-n",
+                &other.netns,
+                "route",
+                "replace",
+                &address.to_string(),
+                "via",
+                &via,
+            ])?;
+        }
+    }
+    let me = std::env::current_exe()?;
+    let ports: Vec<String> = SERVED_PORTS.iter().map(u16::to_string).collect();
+    let ports = ports.join(",");
+    spawn(
+        Some(&w.netns),
+        &me,
+        &["serve", "--ports", &ports],
+        &[],
+        &lab.log_path(&w.name),
+    )?;
+    Ok(())
+}
+
+fn host_link_local(netns: &str, iface: &str) -> anyhow::Result<String> {
+    for _ in 0..100 {
+        let out = ip(&[
+            "-n", netns, "-6", "-j", "addr", "show", "dev", iface, "scope", "link",
+        ])?;
+        let parsed: serde_json::Value = serde_json::from_str(&out)?;
+        if let Some(local) = parsed[0]["addr_info"][0]["local"].as_str() {
+            return Ok(local.to_owned());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    bail!("{iface} in {netns} got no IPv6 link-local address")
+}
+
+/// Unplugs a workload: endpoint, routes on other hosts, its processes and namespace.
+pub async fn delete_workload(lab: &mut Lab, name: &str) -> anyhow::Result<()> {
+    let workload = lab.workload(name)?.clone();
+    let store = connect(lab).await?;
+    store.delete(&workload.key).await?;
+    unplug(lab, &workload)?;
+    lab.workloads.retain(|w| w.name != name);
+    lab.save()
+}
+
+fn unplug(lab: &Lab, w: &Workload) -> anyhow::Result<()> {
+    for other in lab.hosts.iter().filter(|h| h.name != w.host) {
+        for address in &w.ips {
+            let _ = ip(&["-n", &other.netns, "route", "del", &address.to_string()]);
+        }
+    }
+    if sh::namespaces()?.contains(&w.netns) {
+        if let Ok(out) = ip(&["netns", "pids", &w.netns]) {
+            let pids: Vec<i32> = out
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            stop_pids(&pids);
+        }
+        ip(&["netns", "del", &w.netns])?;
+    }
+    Ok(())
+}
+
+/// A datastore client for the lab's etcd, as the caller reaches it.
+pub async fn connect(lab: &Lab) -> anyhow::Result<EtcdDatastore> {
+    let config = EtcdConfig {
+        endpoints: vec![lab.client_endpoint.clone()],
+        ..EtcdConfig::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match EtcdDatastore::connect(config.clone()).await {
+            Ok(store) if store.get("/calico/v1/Ready").await.is_ok() => return Ok(store),
+            Ok(_) if Instant::now() < deadline => {}
+            Err(_) if Instant::now() < deadline => {}
+            Ok(_) => bail!("etcd at {} does not answer", lab.client_endpoint),
+            Err(error) => return Err(error.into()),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Polls `check` until it yields a value or `limit` passes.
+pub async fn poll<T>(
+    what: &str,
+    limit: Duration,
+    mut check: impl FnMut() -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = check()? {
+            return Ok(value);
+        }
+        if Instant::now() >= deadline {
+            bail!("timed out after {limit:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn log_hint(lab: &Lab, process: &str) -> String {
+    let path = lab.log_path(process);
+    let tail = std::fs::read_to_string(&path).unwrap_or_default();
+    let lines: Vec<&str> = tail.lines().collect();
+    let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+    format!("see {}:\n{tail}", path.display())
+}
+
+fn add_netns(name: &str) -> anyhow::Result<()> {
+    ip(&["netns", "add", name])?;
+    ip(&["-n", name, "link", "set", "lo", "up"]).map(drop)
+}
+
+/// Starts a process that outlives the lab command: in its own process group, output to `log`.
+fn spawn(
+    netns: Option<&str>,
+    program: &Path,
+    args: &[&str],
+    env: &[(String, String)],
+    log: &Path,
+) -> anyhow::Result<i32> {
+    let out =
+        std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+    let mut command = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(program);
+            c
+        }
+        None => Command::new(program),
+    };
+    let child = command
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("cannot start {}", program.display()))?;
+    Ok(child.id() as i32)
+}

@@ -1,0 +1,277 @@
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use calico_lab::{Lab, Target, UpOptions, WorkloadSpec, check, cluster, probe, relay};
+use clap::{Parser, Subcommand};
+
+/// A Calico cluster on one machine, in network namespaces: a fabric with etcd, hosts running
+/// calico-felix, and workloads plugged in as the CNI plugin would. Needs root.
+#[derive(Debug, Parser)]
+#[command(name = "calico-lab", version)]
+struct Cli {
+    /// Which lab (several can run side by side); namespaces are named `<lab>.<host>[.<workload>]`.
+    #[arg(long, global = true, env = "CALICO_LAB", default_value = "calico-lab")]
+    lab: String,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Brings a lab up: fabric bridge and etcd, N hosts each running calico-felix, Ready set.
+    Up {
+        #[arg(long, default_value_t = 2)]
+        hosts: u32,
+        /// Extra Felix setting for every host, as NAME=VALUE (e.g. IptablesRefreshInterval=5).
+        #[arg(long = "felix-config", value_name = "NAME=VALUE")]
+        felix_config: Vec<String>,
+        /// The calico-felix binary (default: beside calico-lab, then PATH).
+        #[arg(long, env = "CALICO_FELIX")]
+        felix: Option<PathBuf>,
+    },
+    /// Prints `export` lines so calicoctl and etcdctl reach the lab's etcd.
+    Env,
+    /// Adds or removes workloads.
+    Workload {
+        #[command(subcommand)]
+        command: WorkloadCmd,
+    },
+    /// Runs a command inside a workload's namespace.
+    Exec {
+        workload: String,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Prints a connectivity matrix (ping and TCP) between all workloads.
+    Check {
+        #[arg(long, default_value_t = 80)]
+        port: u16,
+        /// How long to wait for an answer, in milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        timeout_ms: u64,
+    },
+    /// Waits until every Felix has programmed everything written to etcd so far.
+    Wait {
+        #[arg(long, default_value_t = 60)]
+        timeout_secs: u64,
+    },
+    /// Kills a host's Felix with SIGKILL and starts it again.
+    RestartFelix {
+        host: String,
+        #[arg(long = "felix-config", value_name = "NAME=VALUE")]
+        felix_config: Vec<String>,
+    },
+    /// Removes every namespace, process and file of the lab (also after a crash).
+    Down,
+    /// Brings up a two-host cluster and walks through the seed examples, showing the matrix.
+    Demo,
+    /// Probes from inside a workload (run through `exec`): prints `<target> ok|refused|blocked`.
+    Probe {
+        #[arg(long, default_value_t = 1000)]
+        timeout_ms: u64,
+        /// tcp:IP:PORT, udp:IP:PORT or icmp:IP.
+        targets: Vec<String>,
+    },
+    /// The echo server every workload runs (TCP and UDP).
+    #[command(hide = true)]
+    Serve {
+        #[arg(long, value_delimiter = ',')]
+        ports: Vec<u16>,
+    },
+    /// Forwards 127.0.0.1 here to etcd on the fabric.
+    #[command(hide = true)]
+    Relay {
+        #[arg(long)]
+        netns: String,
+        #[arg(long)]
+        to: SocketAddr,
+        #[arg(long)]
+        port_file: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum WorkloadCmd {
+    /// Creates the workload's namespace and veth, writes its endpoint, routes to it.
+    Add {
+        #[arg(long)]
+        host: String,
+        #[arg(long)]
+        name: String,
+        /// IPv4 address (repeatable).
+        #[arg(long = "ip")]
+        ips: Vec<std::net::Ipv4Addr>,
+        /// IPv6 address (repeatable).
+        #[arg(long = "ip6")]
+        ip6s: Vec<std::net::Ipv6Addr>,
+        /// Profile id (repeatable, in order).
+        #[arg(long = "profile")]
+        profiles: Vec<String>,
+        /// Label as KEY=VALUE (repeatable).
+        #[arg(long = "label", value_name = "KEY=VALUE")]
+        labels: Vec<String>,
+    },
+    /// Removes a workload: its endpoint, routes, namespace and processes.
+    Del { name: String },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    // The relay must bind before it enters the fabric, on a runtime of its own.
+    if let Cmd::Relay {
+        netns,
+        to,
+        port_file,
+    } = &cli.command
+    {
+        exit_on_error(relay::run(netns, *to, port_file));
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    exit_on_error(runtime.block_on(run(cli)));
+}
+
+fn exit_on_error(result: anyhow::Result<()>) {
+    if let Err(error) = result {
+        eprintln!("calico-lab: {error:#}");
+        std::process::exit(1);
+    }
+}
+
+fn pairs(items: &[String], what: &str) -> anyhow::Result<Vec<(String, String)>> {
+    items
+        .iter()
+        .map(|item| match item.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+            _ => bail!("{what} {item:?} must be NAME=VALUE"),
+        })
+        .collect()
+}
+
+fn felix_env(items: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    Ok(pairs(items, "--felix-config")?
+        .into_iter()
+        .map(|(k, v)| (format!("FELIX_{}", k.to_ascii_uppercase()), v))
+        .collect())
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let name = cli.lab.as_str();
+    match cli.command {
+        Cmd::Up {
+            hosts,
+            felix_config,
+            felix,
+        } => {
+            let options = UpOptions {
+                hosts,
+                felix_env: felix_env(&felix_config)?,
+                felix,
+            };
+            let lab = cluster::up(name, &options).await?;
+            println!(
+                "lab {name:?} is up: {} hosts, etcd at {}",
+                lab.hosts.len(),
+                lab.client_endpoint
+            );
+            println!("  eval \"$(calico-lab --lab {name} env)\"   # then calicoctl / etcdctl work");
+            println!(
+                "  calico-lab --lab {name} workload add --host host1 --name w1 --ip 10.65.0.2"
+            );
+            println!("  calico-lab --lab {name} down");
+        }
+        Cmd::Env => {
+            let lab = Lab::load(name)?;
+            println!("export ETCD_ENDPOINTS={}", lab.client_endpoint);
+            println!("export ETCDCTL_API=3");
+            println!("export ETCDCTL_ENDPOINTS={}", lab.client_endpoint);
+        }
+        Cmd::Workload {
+            command:
+                WorkloadCmd::Add {
+                    host,
+                    name: wname,
+                    ips,
+                    ip6s,
+                    profiles,
+                    labels,
+                },
+        } => {
+            let mut lab = Lab::load(name)?;
+            let mut addresses: Vec<IpAddr> = ips.into_iter().map(IpAddr::V4).collect();
+            addresses.extend(ip6s.into_iter().map(IpAddr::V6));
+            let labels: BTreeMap<String, String> = pairs(&labels, "--label")?.into_iter().collect();
+            let spec = WorkloadSpec {
+                host,
+                name: wname,
+                ips: addresses,
+                profiles,
+                labels,
+            };
+            let w = cluster::add_workload(&mut lab, &spec).await?;
+            println!(
+                "workload {} on {} ({}), endpoint {}",
+                w.name, w.host, w.interface, w.key
+            );
+        }
+        Cmd::Workload {
+            command: WorkloadCmd::Del { name: wname },
+        } => {
+            let mut lab = Lab::load(name)?;
+            cluster::delete_workload(&mut lab, &wname).await?;
+            println!("workload {wname} removed");
+        }
+        Cmd::Exec { workload, command } => {
+            let lab = Lab::load(name)?;
+            let w = lab.workload(&workload)?;
+            let status = std::process::Command::new("ip")
+                .args(["netns", "exec", &w.netns])
+                .args(&command)
+                .status()
+                .context("cannot run ip netns exec")?;
+            std::process::exit(status.code().unwrap_or(1));
+        }
+        Cmd::Check { port, timeout_ms } => {
+            let lab = Lab::load(name)?;
+            let matrix = check::matrix(&lab, port, Duration::from_millis(timeout_ms)).await?;
+            print!("{}", check::render(&lab, &matrix, port));
+        }
+        Cmd::Wait { timeout_secs } => {
+            let lab = Lab::load(name)?;
+            let revision = check::wait_programmed(&lab, Duration::from_secs(timeout_secs)).await?;
+            println!("every Felix has programmed revision {revision}");
+        }
+        Cmd::RestartFelix { host, felix_config } => {
+            let mut lab = Lab::load(name)?;
+            let pid = cluster::restart_felix(&mut lab, &host, &felix_env(&felix_config)?)?;
+            println!("Felix on {host} restarted (pid {pid})");
+        }
+        Cmd::Down => {
+            let removed = cluster::down(name)?;
+            println!(
+                "lab {name:?} is down ({} namespaces removed)",
+                removed.len()
+            );
+        }
+        Cmd::Demo => calico_lab::demo::run(name).await?,
+        Cmd::Probe {
+            timeout_ms,
+            targets,
+        } => {
+            let targets: Vec<Target> = targets
+                .iter()
+                .map(|t| t.parse())
+                .collect::<Result<_, _>>()?;
+            let outcomes = probe::probe_all(&targets, Duration::from_millis(timeout_ms)).await;
+            for (target, outcome) in targets.iter().zip(outcomes) {
+                println!("{target} {outcome}");
+            }
+        }
+        Cmd::Serve { ports } => probe::serve(&ports).await?,
+        Cmd::Relay { .. } => unreachable!("handled before the runtime starts"),
+    }
+    Ok(())
+}

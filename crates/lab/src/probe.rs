@@ -1,0 +1,212 @@
+//! What runs inside workloads: `serve` (TCP and UDP echo on the lab's ports) and `probe`
+//! (did a packet get through?).
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::time::timeout;
+
+/// Echoes TCP and UDP on every port in `ports`, on all addresses, until killed.
+pub async fn serve(ports: &[u16]) -> anyhow::Result<()> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for &port in ports {
+        let tcp = TcpListener::bind(("::", port))
+            .await
+            .with_context(|| format!("cannot listen on TCP port {port}"))?;
+        tasks.spawn(async move {
+            loop {
+                let Ok((stream, _)) = tcp.accept().await else {
+                    continue;
+                };
+                tokio::spawn(echo(stream));
+            }
+        });
+        let udp = UdpSocket::bind(("::", port))
+            .await
+            .with_context(|| format!("cannot listen on UDP port {port}"))?;
+        tasks.spawn(async move {
+            let mut buf = [0u8; 1500];
+            loop {
+                if let Ok((n, from)) = udp.recv_from(&mut buf).await {
+                    let _ = udp.send_to(&buf[..n], from).await;
+                }
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+    Ok(())
+}
+
+async fn echo(mut stream: TcpStream) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = stream.read(&mut buf).await {
+        if n == 0 || stream.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+}
+
+/// A packet to try: `tcp:IP:PORT`, `udp:IP:PORT` or `icmp:IP` (IPv6 as `tcp:[IP]:PORT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Tcp(SocketAddr),
+    Udp(SocketAddr),
+    Icmp(IpAddr),
+}
+
+impl FromStr for Target {
+    type Err = anyhow::Error;
+
+    fn from_str(text: &str) -> anyhow::Result<Target> {
+        let bad =
+            || format!("bad probe target {text:?}: expected tcp:IP:PORT, udp:IP:PORT or icmp:IP");
+        let (proto, rest) = text.split_once(':').with_context(bad)?;
+        Ok(match proto {
+            "tcp" => Target::Tcp(rest.parse().with_context(bad)?),
+            "udp" => Target::Udp(rest.parse().with_context(bad)?),
+            "icmp" => Target::Icmp(rest.parse().with_context(bad)?),
+            _ => bail!(bad()),
+        })
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Tcp(a) => write!(f, "tcp:{a}"),
+            Target::Udp(a) => write!(f, "udp:{a}"),
+            Target::Icmp(a) => write!(f, "icmp:{a}"),
+        }
+    }
+}
+
+/// What happened to a probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// An answer from the listener.
+    Ok,
+    /// The destination answered that nothing listens there: the packet did arrive.
+    Refused,
+    /// No answer in time: dropped on the way.
+    Blocked,
+    /// The network said it cannot deliver (no route).
+    Unreachable,
+}
+
+impl Outcome {
+    /// Whether the packet reached its destination.
+    pub fn arrived(self) -> bool {
+        matches!(self, Outcome::Ok | Outcome::Refused)
+    }
+
+    pub fn parse(word: &str) -> Option<Outcome> {
+        Some(match word {
+            "ok" => Outcome::Ok,
+            "refused" => Outcome::Refused,
+            "blocked" => Outcome::Blocked,
+            "unreachable" => Outcome::Unreachable,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Outcome::Ok => "ok",
+            Outcome::Refused => "refused",
+            Outcome::Blocked => "blocked",
+            Outcome::Unreachable => "unreachable",
+        })
+    }
+}
+
+/// Tries every target at once; the outcomes in the same order.
+pub async fn probe_all(targets: &[Target], wait: Duration) -> Vec<Outcome> {
+    let tasks: Vec<_> = targets
+        .iter()
+        .map(|&t| tokio::spawn(probe(t, wait)))
+        .collect();
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.unwrap_or(Outcome::Blocked));
+    }
+    outcomes
+}
+
+async fn probe(target: Target, wait: Duration) -> Outcome {
+    match target {
+        Target::Tcp(addr) => match timeout(wait, TcpStream::connect(addr)).await {
+            Err(_) => Outcome::Blocked,
+            Ok(Ok(_)) => Outcome::Ok,
+            Ok(Err(e)) => io_outcome(&e),
+        },
+        Target::Udp(addr) => {
+            let local: SocketAddr = if addr.is_ipv4() {
+                "0.0.0.0:0".parse().expect("address")
+            } else {
+                "[::]:0".parse().expect("address")
+            };
+            let attempt = async {
+                let socket = UdpSocket::bind(local).await?;
+                socket.connect(addr).await?;
+                socket.send(b"calico-lab probe").await?;
+                let mut buf = [0u8; 64];
+                socket.recv(&mut buf).await
+            };
+            match timeout(wait, attempt).await {
+                Err(_) => Outcome::Blocked,
+                Ok(Ok(_)) => Outcome::Ok,
+                Ok(Err(e)) => io_outcome(&e),
+            }
+        }
+        Target::Icmp(addr) => {
+            let secs = format!("{:.1}", wait.as_secs_f64().max(0.1));
+            let status = tokio::process::Command::new("ping")
+                .args(["-n", "-q", "-c", "1", "-W", &secs, &addr.to_string()])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .await;
+            match status {
+                Ok(s) if s.success() => Outcome::Ok,
+                _ => Outcome::Blocked,
+            }
+        }
+    }
+}
+
+fn io_outcome(error: &std::io::Error) -> Outcome {
+    match error.kind() {
+        std::io::ErrorKind::ConnectionRefused => Outcome::Refused,
+        std::io::ErrorKind::HostUnreachable | std::io::ErrorKind::NetworkUnreachable => {
+            Outcome::Unreachable
+        }
+        _ => Outcome::Blocked,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_round_trip() {
+        for text in [
+            "tcp:10.65.0.2:80",
+            "udp:[fd00::2]:53",
+            "icmp:10.65.0.3",
+            "icmp:fd00::3",
+        ] {
+            let target: Target = text.parse().unwrap();
+            assert_eq!(target.to_string(), text);
+        }
+        let err = "sctp:1.2.3.4:5".parse::<Target>().unwrap_err().to_string();
+        assert!(err.contains("sctp:1.2.3.4:5"), "{err}");
+    }
+}

@@ -1,0 +1,168 @@
+//! What a lab is made of, kept in `<state dir>/<lab>/state.json` so that every command (and
+//! `down` after a crash) knows which namespaces, processes and files belong to it.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+
+/// The fabric's bridge address: etcd listens here, and it is every host's default gateway.
+pub const FABRIC_IP: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
+pub const FABRIC_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x99, 0, 0, 0, 0, 0, 1);
+/// etcd's client port on the fabric.
+pub const ETCD_PORT: u16 = 2379;
+/// The orchestrator id of lab workloads in their endpoint keys.
+pub const ORCHESTRATOR: &str = "lab";
+/// TCP and UDP ports every workload listens on.
+pub const SERVED_PORTS: &[u16] = &[80, 443, 5432, 6379, 8080];
+
+/// One lab.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Lab {
+    pub name: String,
+    pub dir: PathBuf,
+    /// `http://127.0.0.1:<port>`: etcd as the caller's shell reaches it (through the relay).
+    pub client_endpoint: String,
+    pub hosts: Vec<Host>,
+    pub workloads: Vec<Workload>,
+    /// Processes started in the caller's namespace (the relay); the rest die with their
+    /// namespace.
+    pub pids: Vec<i32>,
+    /// The `FELIX_*` settings every Felix of this lab was started with.
+    #[serde(default)]
+    pub felix_env: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Host {
+    pub name: String,
+    pub netns: String,
+    pub ip: Ipv4Addr,
+    pub ip6: Ipv6Addr,
+    pub felix_pid: Option<i32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Workload {
+    pub name: String,
+    pub host: String,
+    pub netns: String,
+    /// The host side of the veth (`cali` + 11 hex digits).
+    pub interface: String,
+    pub ips: Vec<IpAddr>,
+    pub key: String,
+}
+
+impl Lab {
+    /// Where labs keep their state: `$CALICO_LAB_DIR`, or `/run/calico-lab`.
+    pub fn base_dir() -> PathBuf {
+        std::env::var_os("CALICO_LAB_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/run/calico-lab"))
+    }
+
+    pub fn dir_of(name: &str) -> PathBuf {
+        Lab::base_dir().join(name)
+    }
+
+    pub fn fabric_netns(name: &str) -> String {
+        format!("{name}.fabric")
+    }
+
+    /// etcd as hosts reach it over the fabric.
+    pub fn fabric_endpoint() -> String {
+        format!("http://{FABRIC_IP}:{ETCD_PORT}")
+    }
+
+    pub fn load(name: &str) -> anyhow::Result<Lab> {
+        let path = Lab::dir_of(name).join("state.json");
+        let text = std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "lab {name:?} is not up ({} missing); run `calico-lab up`",
+                path.display()
+            )
+        })?;
+        serde_json::from_str(&text).with_context(|| format!("corrupt {}", path.display()))
+    }
+
+    pub fn save(&self) -> anyhow::Result<()> {
+        let path = self.dir.join("state.json");
+        let tmp = self.dir.join("state.json.tmp");
+        std::fs::write(&tmp, serde_json::to_string_pretty(self)?)?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))
+    }
+
+    pub fn host(&self, name: &str) -> anyhow::Result<&Host> {
+        match self.hosts.iter().find(|h| h.name == name) {
+            Some(host) => Ok(host),
+            None => bail!(
+                "no host {name:?} in lab {:?}; hosts: {}",
+                self.name,
+                self.hosts
+                    .iter()
+                    .map(|h| h.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+
+    pub fn workload(&self, name: &str) -> anyhow::Result<&Workload> {
+        match self.workloads.iter().find(|w| w.name == name) {
+            Some(w) => Ok(w),
+            None => bail!("no workload {name:?} in lab {:?}", self.name),
+        }
+    }
+
+    pub fn log_path(&self, process: &str) -> PathBuf {
+        self.dir.join(format!("{process}.log"))
+    }
+}
+
+/// The host side veth name of a workload: `cali` + 11 hex digits of a hash of its identity,
+/// as the CNI plugin names it.
+pub fn interface_name(lab: &str, host: &str, workload: &str) -> String {
+    // FNV-1a: stable across Rust versions, unlike the std hasher.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in format!("{lab}/{host}/{workload}").bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("cali{:011x}", hash & 0xfff_ffff_ffff)
+}
+
+/// A name usable in namespace and key names: letters, digits, `-` and `_`, at most 40.
+pub fn check_name(what: &str, name: &str) -> anyhow::Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 40
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !ok {
+        bail!("{what} {name:?} is not valid: use 1 to 40 letters, digits, '-' or '_'");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interface_names_fit_linux_and_differ() {
+        let a = interface_name("lab", "host1", "w1");
+        let b = interface_name("lab", "host1", "w2");
+        assert_eq!(a.len(), 15, "{a}");
+        assert!(a.starts_with("cali"));
+        assert_ne!(a, b);
+        assert_eq!(a, interface_name("lab", "host1", "w1"));
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_name("workload", "web-1").is_ok());
+        let err = check_name("workload", "a/b").unwrap_err().to_string();
+        assert!(err.contains("workload \"a/b\""), "{err}");
+    }
+}

@@ -1,0 +1,410 @@
+//! Routes, neighbours and links over rtnetlink, in the current or a named network namespace.
+//!
+//! A netlink socket belongs to the namespace it was made in: for a named namespace the socket
+//! is made on a short-lived thread that entered it first ([`in_netns`]), and keeps working from
+//! any thread afterwards.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use futures::{StreamExt, TryStreamExt};
+use ipnet::IpNet;
+use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload};
+use rtnetlink::packet_route::AddressFamily;
+use rtnetlink::packet_route::RouteNetlinkMessage;
+use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use rtnetlink::packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
+};
+use rtnetlink::packet_route::route::{
+    RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope,
+};
+use rtnetlink::{Handle, MulticastGroup, RouteMessageBuilder};
+
+use crate::Netns;
+
+/// The routing protocol number Calico's routes carry (`ip route … proto 80`): how Felix tells
+/// its routes from everyone else's, also after a restart.
+pub const ROUTE_PROTOCOL: u8 = 80;
+
+/// The main routing table.
+const MAIN_TABLE: u8 = 254;
+
+/// A network interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub index: u32,
+    pub name: String,
+    pub mac: Option<[u8; 6]>,
+    pub up: bool,
+}
+
+/// A Calico route: a destination through an interface (scope link).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Route {
+    pub destination: IpNet,
+    pub ifindex: u32,
+}
+
+/// A static (permanent) ARP or NDP entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Neighbour {
+    pub ip: IpAddr,
+    pub mac: [u8; 6],
+    pub ifindex: u32,
+}
+
+/// A link came or went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkEvent {
+    /// A new link, or a change of one (up/down, address).
+    Changed(Link),
+    Removed {
+        index: u32,
+        name: String,
+    },
+}
+
+/// A netlink operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NetlinkError {
+    #[error("cannot open a netlink socket in {netns}: {reason}")]
+    Open { netns: String, reason: String },
+    #[error("netlink {operation} failed: {reason}")]
+    Request { operation: String, reason: String },
+}
+
+fn request_error(operation: impl Into<String>) -> impl FnOnce(rtnetlink::Error) -> NetlinkError {
+    let operation = operation.into();
+    move |e| NetlinkError::Request {
+        operation,
+        reason: e.to_string(),
+    }
+}
+
+/// Whether the error says the object does not exist (ENOENT, ESRCH, ENODEV).
+fn is_missing(error: &rtnetlink::Error) -> bool {
+    matches!(error, rtnetlink::Error::NetlinkError(m) if matches!(-m.raw_code(), 2 | 3 | 19))
+}
+
+/// Runs `f` on a thread inside `netns` (or right here for the current namespace).
+pub fn in_netns<T: Send>(
+    netns: &Netns,
+    f: impl FnOnce() -> std::io::Result<T> + Send,
+) -> std::io::Result<T> {
+    let Some(name) = netns.name() else {
+        return f();
+    };
+    let path = format!("/run/netns/{name}");
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let file = std::fs::File::open(&path)?;
+                nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
+                    .map_err(std::io::Error::from)?;
+                f()
+            })
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("namespace thread panicked")))
+    })
+}
+
+fn describe(netns: &Netns) -> String {
+    netns.name().map_or_else(
+        || "the current namespace".to_owned(),
+        |n| format!("namespace {n}"),
+    )
+}
+
+/// A netlink connection for routes, neighbours and links.
+#[derive(Debug, Clone)]
+pub struct Netlink {
+    handle: Handle,
+}
+
+impl Netlink {
+    /// Opens a connection in `netns`. Call inside a tokio runtime (it spawns the connection).
+    pub fn connect(netns: &Netns) -> Result<Netlink, NetlinkError> {
+        let runtime = tokio::runtime::Handle::current();
+        let (connection, handle, _) = in_netns(netns, || {
+            let _entered = runtime.enter();
+            rtnetlink::new_connection()
+        })
+        .map_err(|e| NetlinkError::Open {
+            netns: describe(netns),
+            reason: e.to_string(),
+        })?;
+        tokio::spawn(connection);
+        Ok(Netlink { handle })
+    }
+
+    /// Every link.
+    pub async fn links(&self) -> Result<Vec<Link>, NetlinkError> {
+        let messages: Vec<LinkMessage> = self
+            .handle
+            .link()
+            .get()
+            .execute()
+            .try_collect()
+            .await
+            .map_err(request_error("list links"))?;
+        Ok(messages.iter().filter_map(link_of).collect())
+    }
+
+    /// The link called `name`, if there is one.
+    pub async fn link_by_name(&self, name: &str) -> Result<Option<Link>, NetlinkError> {
+        let mut stream = self
+            .handle
+            .link()
+            .get()
+            .match_name(name.to_owned())
+            .execute();
+        match stream.try_next().await {
+            Ok(message) => Ok(message.as_ref().and_then(link_of)),
+            Err(e) if is_missing(&e) => Ok(None),
+            Err(e) => Err(request_error(format!("get link {name}"))(e)),
+        }
+    }
+
+    /// Calico's routes ([`ROUTE_PROTOCOL`]) in the main table, IPv4 and IPv6.
+    pub async fn calico_routes(&self) -> Result<Vec<Route>, NetlinkError> {
+        let mut routes = Vec::new();
+        let dumps = [
+            RouteMessageBuilder::<Ipv4Addr>::new().build(),
+            RouteMessageBuilder::<Ipv6Addr>::new().build(),
+        ];
+        for dump in dumps {
+            let messages: Vec<RouteMessage> = self
+                .handle
+                .route()
+                .get(dump)
+                .execute()
+                .try_collect()
+                .await
+                .map_err(request_error("list routes"))?;
+            routes.extend(messages.iter().filter_map(calico_route));
+        }
+        Ok(routes)
+    }
+
+    fn route_message(route: &Route) -> Result<RouteMessage, NetlinkError> {
+        let net = route.destination;
+        RouteMessageBuilder::<IpAddr>::new()
+            .destination_prefix(net.addr(), net.prefix_len())
+            .map(|b| {
+                b.output_interface(route.ifindex)
+                    .protocol(RouteProtocol::from(ROUTE_PROTOCOL))
+                    .scope(RouteScope::Link)
+                    .table_id(u32::from(MAIN_TABLE))
+                    .build()
+            })
+            .map_err(|e| NetlinkError::Request {
+                operation: format!("route to {net}"),
+                reason: e.to_string(),
+            })
+    }
+
+    /// `ip route replace <destination> dev <ifindex> scope link proto 80`.
+    pub async fn replace_route(&self, route: &Route) -> Result<(), NetlinkError> {
+        let message = Netlink::route_message(route)?;
+        self.handle
+            .route()
+            .add(message)
+            .replace()
+            .execute()
+            .await
+            .map_err(request_error(format!(
+                "add route {} dev #{}",
+                route.destination, route.ifindex
+            )))
+    }
+
+    /// Deletes a route; one already gone is fine.
+    pub async fn delete_route(&self, route: &Route) -> Result<(), NetlinkError> {
+        let message = Netlink::route_message(route)?;
+        match self.handle.route().del(message).execute().await {
+            Err(e) if !is_missing(&e) => Err(request_error(format!(
+                "delete route {} dev #{}",
+                route.destination, route.ifindex
+            ))(e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// `ip neigh replace <ip> lladdr <mac> dev <ifindex> nud permanent`.
+    pub async fn replace_neighbour(&self, n: &Neighbour) -> Result<(), NetlinkError> {
+        self.handle
+            .neighbours()
+            .add(n.ifindex, n.ip)
+            .link_layer_address(&n.mac)
+            .state(NeighbourState::Permanent)
+            .replace()
+            .execute()
+            .await
+            .map_err(request_error(format!(
+                "add neighbour {} dev #{}",
+                n.ip, n.ifindex
+            )))
+    }
+
+    /// Deletes a neighbour entry; one already gone is fine.
+    pub async fn delete_neighbour(&self, n: &Neighbour) -> Result<(), NetlinkError> {
+        let mut message = NeighbourMessage::default();
+        message.header.family = match n.ip {
+            IpAddr::V4(_) => AddressFamily::Inet,
+            IpAddr::V6(_) => AddressFamily::Inet6,
+        };
+        message.header.ifindex = n.ifindex;
+        message
+            .attributes
+            .push(NeighbourAttribute::Destination(match n.ip {
+                IpAddr::V4(a) => NeighbourAddress::Inet(a),
+                IpAddr::V6(a) => NeighbourAddress::Inet6(a),
+            }));
+        match self.handle.neighbours().del(message).execute().await {
+            Err(e) if !is_missing(&e) => Err(request_error(format!(
+                "delete neighbour {} dev #{}",
+                n.ip, n.ifindex
+            ))(e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Permanent neighbour entries with a link-layer address, IPv4 and IPv6.
+    pub async fn permanent_neighbours(&self) -> Result<Vec<Neighbour>, NetlinkError> {
+        let mut all = Vec::new();
+        for family in [AddressFamily::Inet, AddressFamily::Inet6] {
+            let messages: Vec<NeighbourMessage> = self
+                .handle
+                .neighbours()
+                .get()
+                .set_address_family(family)
+                .execute()
+                .try_collect()
+                .await
+                .map_err(request_error("list neighbours"))?;
+            all.extend(messages.iter().filter_map(permanent_neighbour));
+        }
+        Ok(all)
+    }
+}
+
+fn link_of(message: &LinkMessage) -> Option<Link> {
+    let mut name = None;
+    let mut mac = None;
+    for attribute in &message.attributes {
+        match attribute {
+            LinkAttribute::IfName(n) => name = Some(n.clone()),
+            LinkAttribute::Address(a) => mac = <[u8; 6]>::try_from(a.as_slice()).ok(),
+            _ => {}
+        }
+    }
+    Some(Link {
+        index: message.header.index,
+        name: name?,
+        mac,
+        up: message.header.flags.contains(LinkFlags::Up),
+    })
+}
+
+fn calico_route(message: &RouteMessage) -> Option<Route> {
+    let header = &message.header;
+    if u8::from(header.protocol) != ROUTE_PROTOCOL {
+        return None;
+    }
+    let mut table = u32::from(header.table);
+    let mut destination = None;
+    let mut ifindex = None;
+    for attribute in &message.attributes {
+        match attribute {
+            RouteAttribute::Table(t) => table = *t,
+            RouteAttribute::Destination(RouteAddress::Inet(a)) => {
+                destination = Some(IpAddr::V4(*a))
+            }
+            RouteAttribute::Destination(RouteAddress::Inet6(a)) => {
+                destination = Some(IpAddr::V6(*a))
+            }
+            RouteAttribute::Oif(i) => ifindex = Some(*i),
+            _ => {}
+        }
+    }
+    if table != u32::from(MAIN_TABLE) {
+        return None;
+    }
+    let destination = IpNet::new(destination?, header.destination_prefix_length).ok()?;
+    Some(Route {
+        destination,
+        ifindex: ifindex?,
+    })
+}
+
+fn permanent_neighbour(message: &NeighbourMessage) -> Option<Neighbour> {
+    if message.header.state != NeighbourState::Permanent {
+        return None;
+    }
+    let mut ip = None;
+    let mut mac = None;
+    for attribute in &message.attributes {
+        match attribute {
+            NeighbourAttribute::Destination(NeighbourAddress::Inet(a)) => ip = Some(IpAddr::V4(*a)),
+            NeighbourAttribute::Destination(NeighbourAddress::Inet6(a)) => {
+                ip = Some(IpAddr::V6(*a))
+            }
+            NeighbourAttribute::LinkLayerAddress(a) => mac = <[u8; 6]>::try_from(a.as_slice()).ok(),
+            _ => {}
+        }
+    }
+    Some(Neighbour {
+        ip: ip?,
+        mac: mac?,
+        ifindex: message.header.ifindex,
+    })
+}
+
+/// Link additions, changes and removals in a namespace.
+#[derive(Debug)]
+pub struct LinkEvents {
+    messages: futures::channel::mpsc::UnboundedReceiver<(
+        NetlinkMessage<RouteNetlinkMessage>,
+        rtnetlink::sys::SocketAddr,
+    )>,
+}
+
+impl LinkEvents {
+    /// Subscribes to the namespace's link notifications. Call inside a tokio runtime.
+    pub fn subscribe(netns: &Netns) -> Result<LinkEvents, NetlinkError> {
+        let runtime = tokio::runtime::Handle::current();
+        let (connection, _handle, messages) = in_netns(netns, || {
+            let _entered = runtime.enter();
+            rtnetlink::new_multicast_connection(&[MulticastGroup::Link])
+        })
+        .map_err(|e| NetlinkError::Open {
+            netns: describe(netns),
+            reason: e.to_string(),
+        })?;
+        tokio::spawn(connection);
+        Ok(LinkEvents { messages })
+    }
+
+    /// The next event; `None` once the socket is closed.
+    pub async fn next(&mut self) -> Option<LinkEvent> {
+        loop {
+            let (message, _) = self.messages.next().await?;
+            match message.payload {
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(link)) => {
+                    if let Some(link) = link_of(&link) {
+                        return Some(LinkEvent::Changed(link));
+                    }
+                }
+                NetlinkPayload::InnerMessage(RouteNetlinkMessage::DelLink(link)) => {
+                    if let Some(link) = link_of(&link) {
+                        return Some(LinkEvent::Removed {
+                            index: link.index,
+                            name: link.name,
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
