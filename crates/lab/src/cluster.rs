@@ -82,7 +82,18 @@ pub async fn up(name: &str, options: &UpOptions) -> anyhow::Result<Lab> {
 async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Result<()> {
     let fabric = Lab::fabric_netns(&lab.name);
     add_netns(&fabric)?;
-    ip(&["-n", &fabric, "link", "add", "br0", "type", "bridge"])?;
+    // No multicast snooping: IPv6 neighbour discovery must not wait for MLD reports.
+    ip(&[
+        "-n",
+        &fabric,
+        "link",
+        "add",
+        "br0",
+        "type",
+        "bridge",
+        "mcast_snooping",
+        "0",
+    ])?;
     ip(&[
         "-n",
         &fabric,
@@ -158,6 +169,7 @@ async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Resu
         lab.hosts.push(host);
         lab.save()?;
     }
+    static_fabric_neighbours(&lab.hosts)?;
     for index in 0..lab.hosts.len() {
         let pid = start_felix(lab, &lab.hosts[index], &[], felix)?;
         lab.hosts[index].felix_pid = Some(pid);
@@ -252,6 +264,42 @@ fn add_host(lab: &Lab, n: u32) -> anyhow::Result<Host> {
         ip6: host_ip6,
         felix_pid: None,
     })
+}
+
+/// Hosts know each other's fabric MACs up front, so that the first packets between fresh
+/// namespaces do not depend on neighbour discovery over the bridge (observed here: the first
+/// IPv6 solicitation between new namespaces can go unanswered for over a second).
+fn static_fabric_neighbours(hosts: &[Host]) -> anyhow::Result<()> {
+    let mut macs = Vec::new();
+    for host in hosts {
+        let out = ip(&["-n", &host.netns, "-j", "link", "show", "eth0"])?;
+        let parsed: serde_json::Value = serde_json::from_str(&out)?;
+        macs.push(
+            parsed[0]["address"]
+                .as_str()
+                .context("no MAC on eth0")?
+                .to_owned(),
+        );
+    }
+    for host in hosts {
+        for (other, mac) in hosts.iter().zip(&macs).filter(|(o, _)| o.name != host.name) {
+            for address in [other.ip.to_string(), other.ip6.to_string()] {
+                let args = [
+                    "-n",
+                    &host.netns,
+                    "neigh",
+                    "replace",
+                    &address,
+                    "lladdr",
+                    mac,
+                ];
+                let mut args = args.to_vec();
+                args.extend(["dev", "eth0", "nud", "permanent"]);
+                ip(&args)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn start_felix(

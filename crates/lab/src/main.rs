@@ -75,6 +75,18 @@ enum Cmd {
         /// tcp:IP:PORT, udp:IP:PORT or icmp:IP.
         targets: Vec<String>,
     },
+    /// Keeps a TCP connection to an echo server busy (run through `exec`); prints
+    /// `sent N echoed M max_gap_ms G` and fails if an echo did not come back.
+    Flow {
+        to: SocketAddr,
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        #[arg(long, default_value_t = 50)]
+        every_ms: u64,
+        /// How long one echo may take before the flow counts as cut.
+        #[arg(long, default_value_t = 3000)]
+        patience_ms: u64,
+    },
     /// The echo server every workload runs (TCP and UDP).
     #[command(hide = true)]
     Serve {
@@ -268,6 +280,28 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let outcomes = probe::probe_all(&targets, Duration::from_millis(timeout_ms)).await;
             for (target, outcome) in targets.iter().zip(outcomes) {
                 println!("{target} {outcome}");
+            }
+        }
+        Cmd::Flow {
+            to,
+            seconds,
+            every_ms,
+            patience_ms,
+        } => {
+            let ms = Duration::from_millis;
+            let report = probe::flow(
+                to,
+                Duration::from_secs(seconds),
+                ms(every_ms),
+                ms(patience_ms),
+            )
+            .await?;
+            println!(
+                "sent {} echoed {} max_gap_ms {}",
+                report.sent, report.echoed, report.max_gap_ms
+            );
+            if report.echoed < report.sent {
+                bail!("the flow to {to} was cut after {} echoes", report.echoed);
             }
         }
         Cmd::Serve { ports } => probe::serve(&ports).await?,

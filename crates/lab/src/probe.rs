@@ -210,3 +210,45 @@ mod tests {
         assert!(err.contains("sctp:1.2.3.4:5"), "{err}");
     }
 }
+
+/// What a long-running flow saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowReport {
+    pub sent: u32,
+    pub echoed: u32,
+    /// The longest wait for an echo, in milliseconds.
+    pub max_gap_ms: u128,
+}
+
+/// Keeps one TCP connection to an echo server busy for `duration`: a message every `every`,
+/// each waited for (up to `patience`). Stops at the first echo that does not come.
+pub async fn flow(
+    to: SocketAddr,
+    duration: Duration,
+    every: Duration,
+    patience: Duration,
+) -> anyhow::Result<FlowReport> {
+    let mut stream = timeout(patience, TcpStream::connect(to))
+        .await
+        .with_context(|| format!("cannot connect to {to}: timed out"))?
+        .with_context(|| format!("cannot connect to {to}"))?;
+    let mut report = FlowReport {
+        sent: 0,
+        echoed: 0,
+        max_gap_ms: 0,
+    };
+    let end = tokio::time::Instant::now() + duration;
+    let mut buf = [0u8; 8];
+    while tokio::time::Instant::now() < end {
+        let started = tokio::time::Instant::now();
+        stream.write_all(b"ping\n").await?;
+        report.sent += 1;
+        match timeout(patience, stream.read_exact(&mut buf[..5])).await {
+            Ok(Ok(_)) => report.echoed += 1,
+            _ => break,
+        }
+        report.max_gap_ms = report.max_gap_ms.max(started.elapsed().as_millis());
+        tokio::time::sleep(every).await;
+    }
+    Ok(report)
+}

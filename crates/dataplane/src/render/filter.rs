@@ -272,13 +272,12 @@ impl Renderer<'_> {
         input.push("-j cali-hep-in");
         input.push(format!("{} -j ACCEPT", self.if_accepted()));
 
+        // The host may always talk to its own workloads (health checks, neighbour discovery):
+        // OUTPUT carries host endpoints' outbound policy only, as in Calico 1.x.
         let mut output = Chain::new("cali-OUTPUT");
         output.push(untracked_allowed);
-        output.push(format!(
-            "-o {wl} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
-        ));
+        output.push(format!("-o {wl} -j RETURN"));
         output.push(self.clear_marks());
-        output.push(format!("-o {wl} -j cali-wl-in"));
         output.push("-j cali-hep-out");
         output.push(format!("{} -j ACCEPT", self.if_accepted()));
         vec![input, forward, output]

@@ -1,0 +1,213 @@
+//! A lab for one test: brought up through the `calico-lab` binary under a unique name, driven
+//! through its command line and etcdctl, and taken down on drop (also when the test fails).
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use calico_lab::Lab;
+use calico_testkit::require_tool;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_calico-lab");
+
+pub struct TestLab {
+    pub name: String,
+}
+
+impl TestLab {
+    /// `calico-lab up --hosts N` with extra Felix settings (`Name=Value`).
+    pub fn up(hosts: u32, felix_config: &[&str]) -> TestLab {
+        for tool in [
+            "ip",
+            "etcd",
+            "etcdctl",
+            "iptables",
+            "ipset",
+            "ping",
+            "conntrack",
+        ] {
+            require_tool(tool);
+        }
+        let felix = PathBuf::from(BIN).with_file_name("calico-felix");
+        assert!(
+            felix.is_file(),
+            "{} is missing: build it first (cargo build -p calico-felix; scripts/test.sh does)",
+            felix.display()
+        );
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "t{}n{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let lab = TestLab { name };
+        let hosts = hosts.to_string();
+        let mut args = vec!["up", "--hosts", &hosts];
+        for setting in felix_config {
+            args.extend(["--felix-config", setting]);
+        }
+        lab.ok(&args);
+        lab
+    }
+
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .args(["--lab", &self.name])
+            .args(args)
+            .output()
+            .expect("calico-lab runs")
+    }
+
+    /// Runs a calico-lab command; panics with its output (and the Felix logs) if it fails.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        if !out.status.success() {
+            panic!(
+                "calico-lab {args:?} failed: {}{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+                self.felix_logs()
+            );
+        }
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn state(&self) -> Lab {
+        Lab::load(&self.name).expect("lab state")
+    }
+
+    pub fn felix_logs(&self) -> String {
+        let lab = match Lab::load(&self.name) {
+            Ok(lab) => lab,
+            Err(_) => return String::new(),
+        };
+        let mut all = String::new();
+        for host in &lab.hosts {
+            let log = std::fs::read_to_string(lab.log_path(&format!("felix-{}", host.name)))
+                .unwrap_or_default();
+            let lines: Vec<&str> = log.lines().filter(|l| !l.contains(" config ")).collect();
+            let tail = lines[lines.len().saturating_sub(25)..].join("\n");
+            all.push_str(&format!("--- felix on {} ---\n{tail}\n", host.name));
+        }
+        all
+    }
+
+    /// Adds a workload: `--ip`, then `--profile`s and `--label`s.
+    pub fn workload(&self, host: &str, name: &str, ip: &str, profiles: &[&str], labels: &[&str]) {
+        let mut args = vec!["workload", "add", "--host", host, "--name", name];
+        args.extend(if ip.contains(':') {
+            ["--ip6", ip]
+        } else {
+            ["--ip", ip]
+        });
+        for p in profiles {
+            args.extend(["--profile", p]);
+        }
+        for l in labels {
+            args.extend(["--label", l]);
+        }
+        self.ok(&args);
+    }
+
+    pub fn etcdctl(&self, args: &[&str]) -> Output {
+        Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", &self.state().client_endpoint])
+            .args(args)
+            .output()
+            .expect("etcdctl runs")
+    }
+
+    pub fn put(&self, key: &str, value: &str) {
+        let out = self.etcdctl(&["put", key, value]);
+        assert!(
+            out.status.success(),
+            "etcdctl put {key}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    pub fn del(&self, key: &str) {
+        let out = self.etcdctl(&["del", key]);
+        assert!(
+            out.status.success(),
+            "etcdctl del {key}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Waits until every Felix has programmed everything written so far.
+    pub fn wait(&self) {
+        self.ok(&["wait"]);
+    }
+
+    /// Probes from inside `from`; one word per target (`ok`, `refused`, `blocked`).
+    pub fn probe(&self, from: &str, targets: &[String]) -> Vec<String> {
+        let mut args = vec!["exec", from, "--", BIN, "probe", "--timeout-ms", "700"];
+        args.extend(targets.iter().map(String::as_str));
+        let out = self.ok(&args);
+        let words: Vec<String> = out
+            .lines()
+            .filter_map(|l| l.rsplit_once(' ').map(|(_, w)| w.to_owned()))
+            .collect();
+        assert_eq!(words.len(), targets.len(), "probe output:\n{out}");
+        words
+    }
+
+    /// Whether a TCP connection from `from` to `ip:port` gets through (connected or refused).
+    pub fn tcp(&self, from: &str, ip: &str, port: u16) -> bool {
+        arrived(&self.probe(from, &[tcp(ip, port)])[0])
+    }
+
+    pub fn ping(&self, from: &str, ip: &str) -> bool {
+        arrived(&self.probe(from, &[format!("icmp:{ip}")])[0])
+    }
+
+    pub fn udp(&self, from: &str, ip: &str, port: u16) -> bool {
+        let target = if ip.contains(':') {
+            format!("udp:[{ip}]:{port}")
+        } else {
+            format!("udp:{ip}:{port}")
+        };
+        arrived(&self.probe(from, &[target])[0])
+    }
+
+    /// Runs a command in the host's namespace.
+    pub fn in_host(&self, host: &str, program: &str, args: &[&str]) -> Output {
+        let netns = format!("{}.{host}", self.name);
+        Command::new("ip")
+            .args(["netns", "exec", &netns, program])
+            .args(args)
+            .output()
+            .expect("ip netns exec runs")
+    }
+}
+
+pub fn tcp(ip: &str, port: u16) -> String {
+    if ip.contains(':') {
+        format!("tcp:[{ip}]:{port}")
+    } else {
+        format!("tcp:{ip}:{port}")
+    }
+}
+
+pub fn arrived(word: &str) -> bool {
+    matches!(word, "ok" | "refused")
+}
+
+impl Drop for TestLab {
+    fn drop(&mut self) {
+        let out = self.cli(&["down"]);
+        if !out.status.success() {
+            eprintln!(
+                "calico-lab down failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+pub const OPEN: &str =
+    r#"{"inbound_rules": [{"action": "allow"}], "outbound_rules": [{"action": "allow"}]}"#;
