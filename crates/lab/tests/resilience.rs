@@ -1,0 +1,172 @@
+//! Felix under stress, with real packets: kill -9 and restart mid-flow, drift in its chains and
+//! routes, losing etcd for a while, and invalid objects.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{BIN, OPEN, TestLab};
+
+const W1: &str = "10.65.1.1";
+const W2: &str = "10.65.2.1";
+
+/// `iptables-save` of a host without counters and comments about when it was made.
+fn ruleset(lab: &TestLab, host: &str) -> String {
+    let mut all = String::new();
+    for tool in ["iptables-save", "ip6tables-save"] {
+        let out = lab.in_host(host, tool, &[]);
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            // Chain policy lines carry counters: `:INPUT ACCEPT [12:345]`.
+            all.push_str(line.split(" [").next().unwrap_or(line));
+            all.push('\n');
+        }
+    }
+    all
+}
+
+fn eventually(lab: &TestLab, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}\n{}", lab.felix_logs());
+}
+
+/// FAQ 6.4: restarting Felix (even kill -9) never cuts traffic, and the restarted Felix
+/// changes nothing in a dataplane that is already right.
+#[test]
+fn kill_9_and_restart_keeps_flows_and_rules() {
+    let lab = TestLab::up(2, &[]);
+    lab.put("/calico/v1/policy/profile/open/rules", OPEN);
+    lab.put(
+        "/calico/v1/policy/profile/web/rules",
+        r#"{"inbound_rules": [{"protocol": "tcp", "dst_ports": [80], "action": "allow"}], "outbound_rules": [{"action": "allow"}]}"#,
+    );
+    lab.workload("host1", "client", W1, &["open"], &[]);
+    lab.workload("host2", "server", W2, &["web"], &[]);
+    lab.wait();
+    let before = ruleset(&lab, "host2");
+
+    let to = format!("{W2}:80");
+    let flow = Command::new(BIN)
+        .args(["--lab", &lab.name, "exec", "client", "--", BIN, "flow", &to])
+        .args(["--seconds", "5", "--every-ms", "20", "--patience-ms", "1000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    lab.ok(&["restart-felix", "host2"]);
+    lab.ok(&["restart-felix", "host1"]);
+    lab.wait();
+    let out = flow.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the flow was cut by the restart: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(ruleset(&lab, "host2"), before, "the restarted Felix changed the rules");
+    assert!(lab.tcp("client", W2, 80) && !lab.tcp("client", W2, 443), "policy still holds");
+}
+
+/// Someone deletes our jump, a rule and a route: the periodic refresh puts them back and says so.
+#[test]
+fn drift_is_repaired() {
+    let lab = TestLab::up(
+        2,
+        &["IptablesRefreshInterval=1", "RouteRefreshInterval=1"],
+    );
+    lab.put("/calico/v1/policy/profile/open/rules", OPEN);
+    lab.workload("host1", "client", W1, &["open"], &[]);
+    lab.workload("host2", "server", W2, &["open"], &[]);
+    lab.wait();
+    let before = ruleset(&lab, "host2");
+    let iface = lab.state().workload("server").unwrap().interface.clone();
+
+    let del_jump = lab.in_host("host2", "iptables", &["-D", "FORWARD", "-j", "cali-FORWARD"]);
+    assert!(del_jump.status.success());
+    let del_route = lab.in_host("host2", "ip", &["route", "del", W2, "dev", &iface]);
+    assert!(del_route.status.success());
+    let del_rule = lab.in_host("host2", "iptables", &["-F", "cali-wl-in"]);
+    assert!(del_rule.status.success());
+
+    eventually(&lab, "the route to come back", || {
+        let routes = lab.in_host("host2", "ip", &["route", "show", "proto", "80"]);
+        String::from_utf8_lossy(&routes.stdout).contains(W2)
+    });
+    eventually(&lab, "the rules to come back", || ruleset(&lab, "host2") == before);
+    assert!(lab.tcp("client", W2, 80));
+    let log = std::fs::read_to_string(lab.state().log_path("felix-host2")).unwrap();
+    assert!(log.contains("repaired dataplane drift"), "{log}");
+}
+
+/// Felix loses etcd: the dataplane stays as it was; what changed meanwhile (a delete among
+/// it) is applied when etcd is back.
+#[test]
+fn etcd_outage_keeps_the_dataplane_and_resyncs() {
+    let lab = TestLab::up(2, &[]);
+    lab.put("/calico/v1/policy/profile/open/rules", OPEN);
+    lab.put("/calico/v1/policy/profile/extra/rules", OPEN);
+    lab.workload("host1", "client", W1, &["open"], &[]);
+    lab.workload("host2", "server", W2, &["extra"], &[]);
+    lab.wait();
+    assert!(lab.tcp("client", W2, 80));
+
+    // Cut host2 off from etcd (its Felix only: the workloads' traffic is forwarded, not output).
+    let cuts = [
+        ["OUTPUT", "-p", "tcp", "--dport", "2379", "-j", "DROP"],
+        ["INPUT", "-p", "tcp", "--sport", "2379", "-j", "DROP"],
+    ];
+    for cut in &cuts {
+        let insert = lab.in_host("host2", "iptables", &[&["-I"][..], cut].concat());
+        assert!(insert.status.success());
+    }
+    // While it cannot see etcd, the profile goes away: the other host applies that...
+    lab.del("/calico/v1/policy/profile/extra/rules");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(lab.tcp("client", W2, 80), "host2 keeps enforcing what it had");
+
+    for cut in &cuts {
+        let heal = lab.in_host("host2", "iptables", &[&["-D"][..], cut].concat());
+        assert!(heal.status.success());
+    }
+    eventually(&lab, "host2 to apply the delete made during the outage", || {
+        !lab.tcp("client", W2, 80)
+    });
+    lab.wait();
+}
+
+/// An invalid object is a warning and counts as missing; fixing it is picked up.
+#[test]
+fn invalid_objects_are_treated_as_missing() {
+    let lab = TestLab::up(1, &[]);
+    lab.put("/calico/v1/policy/profile/open/rules", OPEN);
+    lab.workload("host1", "a", W1, &["open"], &[]);
+    lab.workload("host1", "b", W2, &["p"], &[]);
+    lab.put("/calico/v1/policy/profile/p/rules", OPEN);
+    lab.wait();
+    assert!(lab.tcp("a", W2, 80));
+
+    lab.put(
+        "/calico/v1/policy/profile/p/rules",
+        r#"{"inbound_rules": [{"dst_ports": [80], "action": "allow"}], "outbound_rules": []}"#,
+    );
+    lab.wait();
+    assert!(!lab.tcp("a", W2, 80), "invalid rules count as a missing profile: dropped");
+    let log = std::fs::read_to_string(lab.state().log_path("felix-host1")).unwrap();
+    assert!(
+        log.contains("Validation failed for /calico/v1/policy/profile/p/rules, treating as missing"),
+        "{log}"
+    );
+
+    lab.put("/calico/v1/policy/profile/p/rules", OPEN);
+    lab.wait();
+    assert!(lab.tcp("a", W2, 80), "the fixed profile is picked up");
+}
