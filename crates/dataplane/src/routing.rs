@@ -85,6 +85,8 @@ pub struct Routing {
     /// The local workloads' addresses at the last sync.
     addresses: BTreeSet<IpAddr>,
     forwarding_on: bool,
+    /// Interfaces that were up at the last sync.
+    up: BTreeSet<String>,
 }
 
 impl Routing {
@@ -97,6 +99,7 @@ impl Routing {
             configured: BTreeMap::new(),
             addresses: BTreeSet::new(),
             forwarding_on: false,
+            up: BTreeSet::new(),
         })
     }
 
@@ -113,6 +116,11 @@ impl Routing {
         }
         let links = self.netlink.links().await?;
         let by_name: HashMap<&str, &Link> = links.iter().map(|l| (l.name.as_str(), l)).collect();
+        self.up = links
+            .iter()
+            .filter(|l| l.up)
+            .map(|l| l.name.clone())
+            .collect();
 
         let mut routes = BTreeSet::new();
         let mut neighbours = BTreeSet::new();
@@ -190,6 +198,11 @@ impl Routing {
         }
         self.addresses = addresses;
         Ok(changes)
+    }
+
+    /// Whether the interface existed and was up at the last sync.
+    pub fn interface_up(&self, name: &str) -> bool {
+        self.up.contains(name)
     }
 
     fn configure(&mut self, link: &Link) -> Result<(), RoutingError> {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use etcd_client::{
     Certificate, Client, Compare as EtcdCompare, CompareOp, ConnectOptions, DeleteOptions,
-    EventType, GetOptions, Identity, TlsOptions, Txn, TxnOp as EtcdTxnOp, WatchOptions,
+    EventType, GetOptions, Identity, PutOptions, TlsOptions, Txn, TxnOp as EtcdTxnOp, WatchOptions,
 };
 use futures::stream::{self, StreamExt};
 
@@ -325,6 +325,23 @@ impl Datastore for EtcdDatastore {
         let response = self
             .call("put", key, |mut client| async move {
                 client.put(key, value, None).await
+            })
+            .await?;
+        Ok(response.header().map_or(0, |h| h.revision()))
+    }
+
+    async fn put_with_ttl(
+        &self,
+        key: &str,
+        value: &str,
+        ttl: Duration,
+    ) -> Result<i64, DatastoreError> {
+        let seconds = i64::try_from(ttl.as_secs().max(1)).unwrap_or(i64::MAX);
+        let response = self
+            .call("put", key, |mut client| async move {
+                let lease = client.lease_grant(seconds, None).await?;
+                let options = PutOptions::new().with_lease(lease.id());
+                client.put(key, value, Some(options)).await
             })
             .await?;
         Ok(response.header().map_or(0, |h| h.revision()))

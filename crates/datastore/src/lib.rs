@@ -61,6 +61,19 @@ pub trait Datastore: Send + Sync {
     /// Writes `value` at `key`; returns the new revision.
     async fn put(&self, key: &str, value: &str) -> Result<i64, DatastoreError>;
 
+    /// Writes `value` at `key` so that it vanishes `ttl` after the write unless written again
+    /// (etcd: a lease per write). A backend without expiry writes it for good and says so in
+    /// its documentation; returns the new revision.
+    async fn put_with_ttl(
+        &self,
+        key: &str,
+        value: &str,
+        ttl: std::time::Duration,
+    ) -> Result<i64, DatastoreError> {
+        let _ = ttl;
+        self.put(key, value).await
+    }
+
     /// Writes only if the key does not exist; returns whether it wrote.
     async fn put_if_absent(&self, key: &str, value: &str) -> Result<bool, DatastoreError> {
         let compare = Compare {

@@ -318,6 +318,36 @@ async fn resume_after_compaction_emits_exactly_the_differences(h: Harness) {
 
 // ---- etcd only: connection errors and TLS ----
 
+/// etcd: a key written with a TTL (a lease) vanishes when nobody writes it again; the watch
+/// sees the delete.
+#[tokio::test]
+async fn keys_written_with_a_ttl_expire() {
+    let Harness::Etcd {
+        server: _server,
+        client,
+    } = Harness::etcd().await
+    else {
+        unreachable!()
+    };
+    let status = "/calico/felix/v1/host/h1/status";
+    let mut watch = client.watch("/calico/felix/").await.unwrap();
+    until_in_sync(&mut watch).await;
+    client
+        .put_with_ttl(status, "{}", Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(client.get(status).await.unwrap().is_some());
+    assert!(matches!(next(&mut watch).await, WatchEvent::Put(_)));
+    let expired = tokio::time::timeout(Duration::from_secs(15), next(&mut watch))
+        .await
+        .expect("the key expires within seconds of its TTL");
+    assert!(
+        matches!(&expired, WatchEvent::Delete { key, .. } if key == status),
+        "{expired:?}"
+    );
+    assert!(client.get(status).await.unwrap().is_none());
+}
+
 #[tokio::test]
 async fn an_unreachable_etcd_is_named_in_the_error() {
     let port = calico_testkit::free_port();

@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
-use calico_calc::Calculator;
+use calico_calc::{Calculator, EndpointKey};
 use calico_dataplane::{Dataplane, Routing};
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore, WatchEvent};
 use calico_linux::{LinkEvent, LinkEvents, Netns};
 use calico_model::Key;
+use calico_model::status::{EndpointOperState, EndpointStatus};
 use tokio::net::TcpListener;
 use tokio::time::{MissedTickBehavior, interval, sleep, timeout};
 
@@ -101,6 +102,10 @@ pub async fn run(store: &dyn Datastore, config: &Config, netns: Netns) -> anyhow
     let started = Instant::now();
     let mut links = LinkEvents::subscribe(&netns).context("watching interfaces")?;
     let mut felix = Felix {
+        store,
+        hostname: hostname.clone(),
+        reported: BTreeMap::new(),
+        stale_statuses_removed: false,
         calc: Calculator::new(&hostname),
         dataplane: Dataplane::new(netns.clone(), config.render()),
         routing: Routing::new(netns, &config.interface_prefix).context("opening netlink")?,
@@ -166,7 +171,7 @@ pub async fn run(store: &dyn Datastore, config: &Config, netns: Netns) -> anyhow
             _ = report.tick() => {
                 let status = status_json(started.elapsed(), first_report);
                 let key = format!("/calico/felix/v1/host/{hostname}/status");
-                match store.put(&key, &status).await {
+                match store.put_with_ttl(&key, &status, config.reporting_ttl).await {
                     Ok(_) => first_report = false,
                     Err(error) => tracing::warn!(%error, "cannot write status"),
                 }
@@ -201,7 +206,13 @@ async fn start_servers(config: &Config, metrics: &Metrics, health: &Health) -> a
 }
 
 /// The agent's state between events.
-struct Felix {
+struct Felix<'a> {
+    store: &'a dyn Datastore,
+    hostname: String,
+    /// Endpoint statuses as last written to etcd.
+    reported: BTreeMap<EndpointKey, EndpointOperState>,
+    /// Statuses left from before a restart have been cleaned up.
+    stale_statuses_removed: bool,
     calc: Calculator,
     dataplane: Dataplane,
     routing: Routing,
@@ -218,7 +229,7 @@ struct Felix {
     seen_revision: i64,
 }
 
-impl Felix {
+impl Felix<'_> {
     /// Feeds one watch event to the calculator.
     fn handle(&mut self, event: WatchEvent, hostname: &str) {
         match event {
@@ -303,10 +314,83 @@ impl Felix {
         let done = self.synced && !self.routes_dirty;
         self.health.set_ready(done);
         if done {
+            self.report_endpoints().await;
             self.metrics.applied_revision.set(self.seen_revision);
             self.metrics
                 .endpoints
                 .set(self.calc.state().endpoints.len() as i64);
+        }
+    }
+
+    /// Writes each local endpoint's status (`up`: programmed with its interface up; `down`:
+    /// inactive or no interface yet) where it changed, and deletes the statuses of endpoints
+    /// that went away (at start-up also those left by an earlier run).
+    async fn report_endpoints(&mut self) {
+        let mut desired = BTreeMap::new();
+        for (key, program) in &self.calc.state().endpoints {
+            let up = match (&program.interface, key) {
+                (Some(iface), EndpointKey::Workload(_)) => {
+                    program.active && self.routing.interface_up(iface)
+                }
+                (Some(iface), EndpointKey::Host(_)) => self.routing.interface_up(iface),
+                (None, _) => true,
+            };
+            let state = if up {
+                EndpointOperState::Up
+            } else {
+                EndpointOperState::Down
+            };
+            desired.insert(key.clone(), state);
+        }
+        if !self.stale_statuses_removed {
+            let prefix = format!("/calico/felix/v1/host/{}/", self.hostname);
+            match self.store.list(&prefix).await {
+                Ok(pairs) => {
+                    for pair in pairs {
+                        let stale = match Key::parse(&pair.key) {
+                            Ok(Key::WorkloadEndpointStatus(id)) => {
+                                !desired.contains_key(&EndpointKey::Workload(id))
+                            }
+                            Ok(Key::HostEndpointStatus(id)) => {
+                                !desired.contains_key(&EndpointKey::Host(id))
+                            }
+                            _ => false,
+                        };
+                        if stale {
+                            let _ = self.store.delete(&pair.key).await;
+                        }
+                    }
+                    self.stale_statuses_removed = true;
+                }
+                Err(error) => tracing::warn!(%error, "cannot list endpoint statuses"),
+            }
+        }
+        let gone: Vec<EndpointKey> = self
+            .reported
+            .keys()
+            .filter(|k| !desired.contains_key(*k))
+            .cloned()
+            .collect();
+        for key in gone {
+            match self.store.delete(&status_key(&key)).await {
+                Ok(_) => {
+                    self.reported.remove(&key);
+                }
+                Err(error) => tracing::warn!(%error, "cannot delete endpoint status"),
+            }
+        }
+        for (key, state) in desired {
+            if self.reported.get(&key) == Some(&state) {
+                continue;
+            }
+            let value = serde_json::to_string(&EndpointStatus { status: state })
+                .expect("a status serializes");
+            match self.store.put(&status_key(&key), &value).await {
+                Ok(_) => {
+                    self.reported.insert(key, state);
+                }
+                Err(error) => tracing::warn!(%error, "cannot write endpoint status"),
+            }
         }
     }
 
@@ -329,6 +413,14 @@ impl Felix {
         }
         self.routes_dirty = true;
         self.program().await;
+    }
+}
+
+/// Where Felix reports an endpoint's status.
+fn status_key(endpoint: &EndpointKey) -> String {
+    match endpoint {
+        EndpointKey::Workload(id) => Key::WorkloadEndpointStatus(id.clone()).to_string(),
+        EndpointKey::Host(id) => Key::HostEndpointStatus(id.clone()).to_string(),
     }
 }
 

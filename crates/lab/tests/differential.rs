@@ -183,7 +183,7 @@ fn scenario(lab: &TestLab, rng: &mut Rng, first: bool) -> String {
                 continue;
             }
             // Often ending in next-tier, or a tier that applies drops most of what it sees.
-            let mut tail = |mut rules: Vec<Value>, rng: &mut Rng| {
+            let tail = |mut rules: Vec<Value>, rng: &mut Rng| {
                 if rng.chance(60) {
                     rules.push(json!({"action": "next-tier"}));
                 }

@@ -247,8 +247,25 @@ fn conntrack_host_traffic_spoofing_inactive_and_deleted_endpoints() {
         String::from_utf8_lossy(&honest.stdout)
     );
 
-    // Inactive: everything to and from w2 drops; and its route goes.
+    // Felix reports each endpoint's status, and its own with a lease (TTL).
     let key = lab.state().workload("w2").unwrap().key.clone();
+    let status_key = key.replace("/calico/v1/", "/calico/felix/v1/");
+    let status = |lab: &TestLab| {
+        String::from_utf8(
+            lab.etcdctl(&["get", &status_key, "--print-value-only"])
+                .stdout,
+        )
+        .unwrap()
+    };
+    assert_eq!(status(&lab).trim(), r#"{"status":"up"}"#);
+    let felix = lab.etcdctl(&["get", "/calico/felix/v1/host/host2/status", "-w", "json"]);
+    let felix: serde_json::Value = serde_json::from_slice(&felix.stdout).unwrap();
+    assert!(
+        felix["kvs"][0]["lease"].as_i64().unwrap_or(0) != 0,
+        "status without a lease: {felix}"
+    );
+
+    // Inactive: everything to and from w2 drops; and its route goes.
     let endpoint =
         String::from_utf8(lab.etcdctl(&["get", &key, "--print-value-only"]).stdout).unwrap();
     let inactive = endpoint.replace(r#""state":"active""#, r#""state":"inactive""#);
@@ -256,6 +273,7 @@ fn conntrack_host_traffic_spoofing_inactive_and_deleted_endpoints() {
     lab.put(&key, inactive.trim());
     lab.wait();
     assert!(!lab.tcp("w1", W2, 80), "inactive endpoint: dropped");
+    assert_eq!(status(&lab).trim(), r#"{"status":"down"}"#);
     lab.put(&key, endpoint.trim());
     lab.wait();
     assert!(lab.tcp("w1", W2, 80), "active again");

@@ -56,7 +56,14 @@ fn kill_9_and_restart_keeps_flows_and_rules() {
     let to = format!("{W2}:80");
     let flow = Command::new(BIN)
         .args(["--lab", &lab.name, "exec", "client", "--", BIN, "flow", &to])
-        .args(["--seconds", "5", "--every-ms", "20", "--patience-ms", "1000"])
+        .args([
+            "--seconds",
+            "5",
+            "--every-ms",
+            "20",
+            "--patience-ms",
+            "1000",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -72,17 +79,21 @@ fn kill_9_and_restart_keeps_flows_and_rules() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(ruleset(&lab, "host2"), before, "the restarted Felix changed the rules");
-    assert!(lab.tcp("client", W2, 80) && !lab.tcp("client", W2, 443), "policy still holds");
+    assert_eq!(
+        ruleset(&lab, "host2"),
+        before,
+        "the restarted Felix changed the rules"
+    );
+    assert!(
+        lab.tcp("client", W2, 80) && !lab.tcp("client", W2, 443),
+        "policy still holds"
+    );
 }
 
 /// Someone deletes our jump, a rule and a route: the periodic refresh puts them back and says so.
 #[test]
 fn drift_is_repaired() {
-    let lab = TestLab::up(
-        2,
-        &["IptablesRefreshInterval=1", "RouteRefreshInterval=1"],
-    );
+    let lab = TestLab::up(2, &["IptablesRefreshInterval=1", "RouteRefreshInterval=1"]);
     lab.put("/calico/v1/policy/profile/open/rules", OPEN);
     lab.workload("host1", "client", W1, &["open"], &[]);
     lab.workload("host2", "server", W2, &["open"], &[]);
@@ -90,7 +101,11 @@ fn drift_is_repaired() {
     let before = ruleset(&lab, "host2");
     let iface = lab.state().workload("server").unwrap().interface.clone();
 
-    let del_jump = lab.in_host("host2", "iptables", &["-D", "FORWARD", "-j", "cali-FORWARD"]);
+    let del_jump = lab.in_host(
+        "host2",
+        "iptables",
+        &["-D", "FORWARD", "-j", "cali-FORWARD"],
+    );
     assert!(del_jump.status.success());
     let del_route = lab.in_host("host2", "ip", &["route", "del", W2, "dev", &iface]);
     assert!(del_route.status.success());
@@ -101,7 +116,9 @@ fn drift_is_repaired() {
         let routes = lab.in_host("host2", "ip", &["route", "show", "proto", "80"]);
         String::from_utf8_lossy(&routes.stdout).contains(W2)
     });
-    eventually(&lab, "the rules to come back", || ruleset(&lab, "host2") == before);
+    eventually(&lab, "the rules to come back", || {
+        ruleset(&lab, "host2") == before
+    });
     assert!(lab.tcp("client", W2, 80));
     let log = std::fs::read_to_string(lab.state().log_path("felix-host2")).unwrap();
     assert!(log.contains("repaired dataplane drift"), "{log}");
@@ -131,15 +148,20 @@ fn etcd_outage_keeps_the_dataplane_and_resyncs() {
     // While it cannot see etcd, the profile goes away: the other host applies that...
     lab.del("/calico/v1/policy/profile/extra/rules");
     std::thread::sleep(Duration::from_secs(2));
-    assert!(lab.tcp("client", W2, 80), "host2 keeps enforcing what it had");
+    assert!(
+        lab.tcp("client", W2, 80),
+        "host2 keeps enforcing what it had"
+    );
 
     for cut in &cuts {
         let heal = lab.in_host("host2", "iptables", &[&["-D"][..], cut].concat());
         assert!(heal.status.success());
     }
-    eventually(&lab, "host2 to apply the delete made during the outage", || {
-        !lab.tcp("client", W2, 80)
-    });
+    eventually(
+        &lab,
+        "host2 to apply the delete made during the outage",
+        || !lab.tcp("client", W2, 80),
+    );
     lab.wait();
 }
 
@@ -159,10 +181,15 @@ fn invalid_objects_are_treated_as_missing() {
         r#"{"inbound_rules": [{"dst_ports": [80], "action": "allow"}], "outbound_rules": []}"#,
     );
     lab.wait();
-    assert!(!lab.tcp("a", W2, 80), "invalid rules count as a missing profile: dropped");
+    assert!(
+        !lab.tcp("a", W2, 80),
+        "invalid rules count as a missing profile: dropped"
+    );
     let log = std::fs::read_to_string(lab.state().log_path("felix-host1")).unwrap();
     assert!(
-        log.contains("Validation failed for /calico/v1/policy/profile/p/rules, treating as missing"),
+        log.contains(
+            "Validation failed for /calico/v1/policy/profile/p/rules, treating as missing"
+        ),
         "{log}"
     );
 
