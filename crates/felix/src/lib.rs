@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod logging;
 pub mod metrics;
 
 pub use config::{Bootstrap, Config, ConfigError, Inputs, Source};

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use calico_felix::agent;
 use calico_felix::config::{Bootstrap, Inputs};
+use calico_felix::logging::Logging;
 use calico_linux::Netns;
 use clap::Parser;
 
@@ -25,13 +26,7 @@ const DEFAULT_CONFIG_FILE: &str = "/etc/calico/felix.cfg";
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FELIX_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    let logging = Logging::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -43,7 +38,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args)) {
+    match runtime.block_on(run(args, &logging)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
@@ -52,7 +47,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args) -> anyhow::Result<()> {
+async fn run(args: Args, logging: &Logging) -> anyhow::Result<()> {
     let inputs = Inputs {
         env: std::env::vars().collect(),
         file: read_config_file(args.config_file)?,
@@ -63,6 +58,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!(endpoints = ?bootstrap.etcd_endpoints, hostname = %bootstrap.hostname, "connecting to etcd");
     let store = agent::connect(&bootstrap).await;
     let config = agent::load_config(&store, inputs, &hostname, &bootstrap).await?;
+    logging.configure(&config)?;
     for (name, value, source) in &config.report {
         tracing::info!("config {name} = {value:?} ({source})");
     }

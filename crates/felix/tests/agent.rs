@@ -18,7 +18,7 @@ struct Felix {
 }
 
 impl Felix {
-    fn start(ns: &NetNs, etcd: &EtcdServer) -> Felix {
+    fn start(ns: &NetNs, etcd: &EtcdServer, env: &[(&str, String)]) -> Felix {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("felix.log");
         let out = File::create(&log).unwrap();
@@ -34,6 +34,7 @@ impl Felix {
             .env("FELIX_IPTABLESREFRESHINTERVAL", "1")
             .env("FELIX_REPORTINGINTERVALSECS", "1")
             .env("FELIX_LOGFILEPATH", "none")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
@@ -97,7 +98,13 @@ fn felix_programs_what_etcd_says_and_repairs_drift() {
         r#"{"inbound_rules": [{"src_tag": "web", "action": "allow"}]}"#,
     );
     put(&etcd, "/calico/v1/config/InterfacePrefix", "cali");
-    let felix = Felix::start(&ns, &etcd);
+    let logs = tempfile::tempdir().unwrap();
+    let log_file = logs.path().join("calico/felix.log");
+    let env = [
+        ("FELIX_LOGFILEPATH", log_file.display().to_string()),
+        ("FELIX_LOGSEVERITYFILE", "WARNING".to_owned()),
+    ];
+    let felix = Felix::start(&ns, &etcd, &env);
     let iptables = || ns.run_ok("iptables-save", &[], "");
 
     // Nothing is programmed until the datastore is ready.
@@ -161,4 +168,9 @@ fn felix_programs_what_etcd_says_and_repairs_drift() {
     ]);
     let status = String::from_utf8_lossy(&status.stdout);
     assert!(status.contains("\"uptime\""), "{status}");
+
+    // The log file (its directory made by Felix) has the warnings and nothing below WARNING.
+    let file = std::fs::read_to_string(&log_file).expect("Felix wrote its log file");
+    assert!(file.contains("Validation failed for"), "{file}");
+    assert!(!file.contains(" INFO "), "{file}");
 }

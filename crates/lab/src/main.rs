@@ -87,6 +87,15 @@ enum Cmd {
         #[arg(long, default_value_t = 3000)]
         patience_ms: u64,
     },
+    /// Run inside a workload: connects to IP:PORT again and again until it works, then prints
+    /// the time (ns since the Unix epoch); used to measure how fast policy is enforced.
+    WaitOpen {
+        to: SocketAddr,
+        #[arg(long, default_value_t = 5)]
+        attempt_ms: u64,
+        #[arg(long, default_value_t = 30_000)]
+        deadline_ms: u64,
+    },
     /// The echo server every workload runs (TCP and UDP).
     #[command(hide = true)]
     Serve {
@@ -303,6 +312,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if report.echoed < report.sent {
                 bail!("the flow to {to} was cut after {} echoes", report.echoed);
             }
+        }
+        Cmd::WaitOpen {
+            to,
+            attempt_ms,
+            deadline_ms,
+        } => {
+            let ms = Duration::from_millis;
+            println!(
+                "{}",
+                probe::first_open(to, ms(attempt_ms), ms(deadline_ms)).await?
+            );
         }
         Cmd::Serve { ports } => probe::serve(&ports).await?,
         Cmd::Relay { .. } => unreachable!("handled before the runtime starts"),

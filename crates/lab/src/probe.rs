@@ -252,3 +252,21 @@ pub async fn flow(
     }
     Ok(report)
 }
+
+/// Tries a TCP connection every `attempt` (each with that timeout) until one succeeds;
+/// returns when it did, as nanoseconds since the Unix epoch (to compare with a write made by
+/// another process on the same machine).
+pub async fn first_open(
+    to: SocketAddr,
+    attempt: Duration,
+    deadline: Duration,
+) -> anyhow::Result<u128> {
+    let end = tokio::time::Instant::now() + deadline;
+    while tokio::time::Instant::now() < end {
+        if let Ok(Ok(_)) = timeout(attempt, TcpStream::connect(to)).await {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+            return Ok(now.as_nanos());
+        }
+    }
+    bail!("{to} did not open within {deadline:?}")
+}

@@ -1,0 +1,346 @@
+//! System benchmarks on a lab (docs/benchmarks.md):
+//!
+//! 1. policy programming latency: etcd write → the kernel lets the first packet through, with
+//!    100 local endpoints, without extra policies (the baseline) and with 2,000 policies;
+//! 2. iperf3 throughput between workloads on two hosts with no policy and with 1,000 policies
+//!    applying to the server, against a plain veth pair between two namespaces.
+//!
+//! Run as root after building the binaries in the same profile:
+//! `cargo build --release -p calico-lab -p calico-felix && cargo run --release -p calico-lab --example lab_bench`
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore};
+use calico_lab::Lab;
+
+const ENDPOINTS: usize = 100;
+const POLICIES: usize = 2000;
+const ACTIVE_POLICIES: usize = 1000;
+const SAMPLES: usize = 40;
+const SERVER: &str = "10.66.1.1";
+
+fn lab_bin() -> PathBuf {
+    std::env::var_os("CALICO_LAB_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let me = std::env::current_exe().expect("own path");
+            me.parent()
+                .and_then(|p| p.parent())
+                .expect("target dir")
+                .join("calico-lab")
+        })
+}
+
+fn lab(name: &str, args: &[&str]) -> String {
+    let out = Command::new(lab_bin())
+        .args(["--lab", name])
+        .args(args)
+        .output()
+        .expect("calico-lab runs");
+    assert!(
+        out.status.success(),
+        "calico-lab {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+struct Down(String);
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = Command::new(lab_bin())
+            .args(["--lab", &self.0, "down"])
+            .output();
+    }
+}
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+fn gate(allow: bool) -> String {
+    let inbound = if allow {
+        r#"[{"protocol": "tcp", "dst_ports": [80], "action": "allow"}]"#
+    } else {
+        "[]"
+    };
+    format!(
+        r#"{{"selector": "app == \"server\"", "order": 0, "inbound_rules": {inbound}, "outbound_rules": [{{"action": "allow"}}]}}"#
+    )
+}
+
+/// Latency samples in milliseconds: write the allow, time until a connection gets through.
+async fn latencies(name: &str, store: &EtcdDatastore) -> Vec<f64> {
+    let key = "/calico/v1/policy/tier/bench/policy/gate";
+    let mut samples = Vec::new();
+    for _ in 0..SAMPLES {
+        store.put(key, &gate(false)).await.unwrap();
+        lab(name, &["wait"]);
+        let to = format!("{SERVER}:80");
+        let waiter = Command::new(lab_bin())
+            .args(["--lab", name, "exec", "client", "--"])
+            .arg(lab_bin())
+            .args([
+                "wait-open",
+                &to,
+                "--attempt-ms",
+                "2",
+                "--deadline-ms",
+                "20000",
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200)); // the waiter is trying by now
+        let start = now_ns();
+        store.put(key, &gate(true)).await.unwrap();
+        let out = waiter.wait_with_output().unwrap();
+        let opened: u128 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("wait-open printed a time");
+        samples.push((opened.saturating_sub(start)) as f64 / 1e6);
+    }
+    samples.sort_by(f64::total_cmp);
+    samples
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index]
+}
+
+fn iperf(name: &str) -> f64 {
+    let out = lab(
+        name,
+        &[
+            "exec", "client", "--", "iperf3", "-c", SERVER, "-t", "3", "-J",
+        ],
+    );
+    let json: serde_json::Value = serde_json::from_str(&out).expect("iperf3 JSON");
+    json["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .expect("bits_per_second")
+        / 1e9
+}
+
+fn plain_veth_iperf() -> f64 {
+    let (a, b) = (
+        format!("bench-veth-a-{}", std::process::id()),
+        format!("bench-veth-b-{}", std::process::id()),
+    );
+    let ip = |args: &[&str]| {
+        assert!(
+            Command::new("ip").args(args).status().unwrap().success(),
+            "ip {args:?}"
+        )
+    };
+    ip(&["netns", "add", &a]);
+    ip(&["netns", "add", &b]);
+    ip(&[
+        "-n", &a, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", &b,
+    ]);
+    for (ns, addr) in [(&a, "10.67.0.1/24"), (&b, "10.67.0.2/24")] {
+        ip(&["-n", ns, "addr", "add", addr, "dev", "eth0"]);
+        ip(&["-n", ns, "link", "set", "eth0", "up"]);
+        ip(&["-n", ns, "link", "set", "lo", "up"]);
+    }
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &b, "iperf3", "-s", "-1"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &a,
+            "iperf3",
+            "-c",
+            "10.67.0.2",
+            "-t",
+            "3",
+            "-J",
+        ])
+        .output()
+        .unwrap();
+    let _ = server.wait();
+    let _ = Command::new("ip").args(["netns", "del", &a]).status();
+    let _ = Command::new("ip").args(["netns", "del", &b]).status();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("iperf3 JSON");
+    json["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap()
+        / 1e9
+}
+
+#[tokio::main]
+async fn main() {
+    let name = format!("bench{}", std::process::id());
+    lab(&name, &["up", "--hosts", "2"]);
+    let _down = Down(name.clone());
+    let state = Lab::load(&name).unwrap();
+    let store = EtcdDatastore::connect(EtcdConfig {
+        endpoints: vec![state.client_endpoint.clone()],
+        ..EtcdConfig::default()
+    })
+    .await
+    .unwrap();
+    let open =
+        r#"{"inbound_rules": [{"action": "allow"}], "outbound_rules": [{"action": "allow"}]}"#;
+    store
+        .put("/calico/v1/policy/profile/open/rules", open)
+        .await
+        .unwrap();
+    store
+        .put("/calico/v1/policy/tier/bench/metadata", r#"{"order": 10}"#)
+        .await
+        .unwrap();
+    eprintln!("adding {ENDPOINTS} workloads on host1 and a client on host2 ...");
+    lab(
+        &name,
+        &[
+            "workload",
+            "add",
+            "--host",
+            "host2",
+            "--name",
+            "client",
+            "--ip",
+            "10.66.0.1",
+            "--profile",
+            "open",
+        ],
+    );
+    lab(
+        &name,
+        &[
+            "workload",
+            "add",
+            "--host",
+            "host1",
+            "--name",
+            "server",
+            "--ip",
+            SERVER,
+            "--profile",
+            "open",
+            "--label",
+            "app=server",
+        ],
+    );
+    for i in 1..ENDPOINTS {
+        let (ip, label) = (format!("10.66.2.{i}"), format!("app=filler{i}"));
+        lab(
+            &name,
+            &[
+                "workload",
+                "add",
+                "--host",
+                "host1",
+                "--name",
+                &format!("f{i}"),
+                "--ip",
+                &ip,
+                "--profile",
+                "open",
+                "--label",
+                &label,
+            ],
+        );
+    }
+
+    eprintln!("latency, no other policies ...");
+    let base = latencies(&name, &store).await;
+    eprintln!("writing {POLICIES} policies ...");
+    for i in 0..POLICIES {
+        let value = format!(
+            r#"{{"selector": "app == \"filler{}\"", "order": {}, "inbound_rules": [{{"protocol": "tcp", "dst_ports": [{}], "src_net": "10.66.0.0/16", "action": "allow"}}], "outbound_rules": [{{"action": "allow"}}]}}"#,
+            i % (ENDPOINTS - 1) + 1,
+            i + 1,
+            1000 + i % 50_000
+        );
+        store
+            .put(
+                &format!("/calico/v1/policy/tier/bench/policy/p{i:04}"),
+                &value,
+            )
+            .await
+            .unwrap();
+    }
+    lab(&name, &["wait", "--timeout-secs", "300"]);
+    eprintln!("latency, {POLICIES} policies ...");
+    let loaded = latencies(&name, &store).await;
+
+    eprintln!("throughput ...");
+    store
+        .put("/calico/v1/policy/tier/bench/policy/gate", &gate(true))
+        .await
+        .unwrap();
+    store
+        .delete_prefix("/calico/v1/policy/tier/bench/policy/p")
+        .await
+        .unwrap();
+    lab(&name, &["wait"]);
+    let _server = Command::new(lab_bin())
+        .args(["--lab", &name, "exec", "server", "--", "iperf3", "-s"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let veth = plain_veth_iperf();
+    let none = iperf(&name);
+    for i in 0..ACTIVE_POLICIES {
+        // All select the server; none matches iperf3's port, so a new connection walks them all.
+        let value = format!(
+            r#"{{"selector": "app == \"server\"", "order": {}, "inbound_rules": [{{"protocol": "tcp", "dst_ports": [{}], "action": "allow"}}, {{"action": "next-tier"}}], "outbound_rules": [{{"action": "next-tier"}}]}}"#,
+            i + 1,
+            10_000 + i
+        );
+        store
+            .put(
+                &format!("/calico/v1/policy/tier/active/policy/a{i:04}"),
+                &value,
+            )
+            .await
+            .unwrap();
+    }
+    store
+        .put("/calico/v1/policy/tier/active/metadata", r#"{"order": 5}"#)
+        .await
+        .unwrap();
+    lab(&name, &["wait", "--timeout-secs", "300"]);
+    let active = iperf(&name);
+
+    let (b50, b99) = (percentile(&base, 0.5), percentile(&base, 0.99));
+    let (l50, l99) = (percentile(&loaded, 0.5), percentile(&loaded, 0.99));
+    println!(
+        "| policy programming latency ({ENDPOINTS} local endpoints, {SAMPLES} samples) | median | p99 |"
+    );
+    println!("| --- | --- | --- |");
+    println!("| no other policies (baseline) | {b50:.1} ms | {b99:.1} ms |");
+    println!(
+        "| {POLICIES} policies | {l50:.1} ms ({:.2}×) | {l99:.1} ms ({:.2}×) |",
+        l50 / b50,
+        l99 / b99
+    );
+    println!();
+    println!("| iperf3, 3 s, one TCP stream | Gbit/s | × plain veth |");
+    println!("| --- | --- | --- |");
+    println!("| plain veth pair (baseline) | {veth:.2} | 1 |");
+    println!(
+        "| workloads on two hosts, no policy | {none:.2} | {:.2} |",
+        none / veth
+    );
+    println!(
+        "| workloads on two hosts, {ACTIVE_POLICIES} policies on the server | {active:.2} | {:.2} |",
+        active / veth
+    );
+}
