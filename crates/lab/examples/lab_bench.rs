@@ -289,11 +289,7 @@ async fn main() {
         .await
         .unwrap();
     lab(&name, &["wait"]);
-    let _server = Command::new(lab_bin())
-        .args(["--lab", &name, "exec", "server", "--", "iperf3", "-s"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    lab(&name, &["exec", "server", "--", "iperf3", "-s", "-D"]);
     std::thread::sleep(Duration::from_millis(300));
     let veth = plain_veth_iperf();
     let none = iperf(&name);
