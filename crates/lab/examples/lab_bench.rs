@@ -204,57 +204,21 @@ async fn main() {
         .await
         .unwrap();
     eprintln!("adding {ENDPOINTS} workloads on host1 and a client on host2 ...");
-    lab(
-        &name,
-        &[
-            "workload",
-            "add",
-            "--host",
-            "host2",
-            "--name",
-            "client",
-            "--ip",
-            "10.66.0.1",
-            "--profile",
-            "open",
-        ],
-    );
-    lab(
-        &name,
-        &[
-            "workload",
-            "add",
-            "--host",
-            "host1",
-            "--name",
-            "server",
-            "--ip",
-            SERVER,
-            "--profile",
-            "open",
-            "--label",
-            "app=server",
-        ],
-    );
+    let add = |host: &str, workload: &str, ip: &str, label: Option<&str>| {
+        let mut args = vec![
+            "workload", "add", "--host", host, "--name", workload, "--ip", ip,
+        ];
+        args.extend(["--profile", "open"]);
+        if let Some(label) = label {
+            args.extend(["--label", label]);
+        }
+        lab(&name, &args);
+    };
+    add("host2", "client", "10.66.0.1", None);
+    add("host1", "server", SERVER, Some("app=server"));
     for i in 1..ENDPOINTS {
         let (ip, label) = (format!("10.66.2.{i}"), format!("app=filler{i}"));
-        lab(
-            &name,
-            &[
-                "workload",
-                "add",
-                "--host",
-                "host1",
-                "--name",
-                &format!("f{i}"),
-                "--ip",
-                &ip,
-                "--profile",
-                "open",
-                "--label",
-                &label,
-            ],
-        );
+        add("host1", &format!("f{i}"), &ip, Some(&label));
     }
 
     eprintln!("latency, no other policies ...");

@@ -12,7 +12,7 @@ use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::sh::{self, ip};
+use crate::sh::{self, ip, ipl};
 use crate::state::{
     ETCD_PORT, FABRIC_IP, FABRIC_IP6, Host, Lab, ORCHESTRATOR, SERVED_PORTS, Workload, check_name,
     interface_name,
@@ -83,37 +83,14 @@ async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Resu
     let fabric = Lab::fabric_netns(&lab.name);
     add_netns(&fabric)?;
     // No multicast snooping: IPv6 neighbour discovery must not wait for MLD reports.
-    ip(&[
-        "-n",
-        &fabric,
-        "link",
-        "add",
-        "br0",
-        "type",
-        "bridge",
-        "mcast_snooping",
-        "0",
-    ])?;
-    ip(&[
-        "-n",
-        &fabric,
-        "addr",
-        "add",
-        &format!("{FABRIC_IP}/24"),
-        "dev",
-        "br0",
-    ])?;
-    ip(&[
-        "-n",
-        &fabric,
-        "addr",
-        "add",
-        &format!("{FABRIC_IP6}/64"),
-        "dev",
-        "br0",
-        "nodad",
-    ])?;
-    ip(&["-n", &fabric, "link", "set", "br0", "up"])?;
+    ipl(&format!(
+        "-n {fabric} link add br0 type bridge mcast_snooping 0"
+    ))?;
+    ipl(&format!("-n {fabric} addr add {FABRIC_IP}/24 dev br0"))?;
+    ipl(&format!(
+        "-n {fabric} addr add {FABRIC_IP6}/64 dev br0 nodad"
+    ))?;
+    ipl(&format!("-n {fabric} link set br0 up"))?;
 
     let etcd_url = Lab::fabric_endpoint();
     let peer = "http://127.0.0.1:2380";
@@ -211,31 +188,13 @@ fn add_host(lab: &Lab, n: u32) -> anyhow::Result<Host> {
     let host_ip6 = std::net::Ipv6Addr::new(0xfd00, 0x99, 0, 0, 0, 0, 0, 0x10 + n as u16);
     add_netns(&netns)?;
     let port = format!("h{n}");
-    ip(&[
-        "-n", &netns, "link", "add", "eth0", "type", "veth", "peer", "name", &port, "netns",
-        &fabric,
-    ])?;
-    ip(&["-n", &fabric, "link", "set", &port, "master", "br0", "up"])?;
-    ip(&[
-        "-n",
-        &netns,
-        "addr",
-        "add",
-        &format!("{host_ip}/24"),
-        "dev",
-        "eth0",
-    ])?;
-    ip(&[
-        "-n",
-        &netns,
-        "addr",
-        "add",
-        &format!("{host_ip6}/64"),
-        "dev",
-        "eth0",
-        "nodad",
-    ])?;
-    ip(&["-n", &netns, "link", "set", "eth0", "up"])?;
+    ipl(&format!(
+        "-n {netns} link add eth0 type veth peer name {port} netns {fabric}"
+    ))?;
+    ipl(&format!("-n {fabric} link set {port} master br0 up"))?;
+    ipl(&format!("-n {netns} addr add {host_ip}/24 dev eth0"))?;
+    ipl(&format!("-n {netns} addr add {host_ip6}/64 dev eth0 nodad"))?;
+    ipl(&format!("-n {netns} link set eth0 up"))?;
     ip(&[
         "-n",
         &netns,

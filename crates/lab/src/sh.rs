@@ -59,3 +59,8 @@ pub fn require(tools: &[&str]) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `ip` with the words of one line (no argument of which contains a space).
+pub fn ipl(line: &str) -> anyhow::Result<String> {
+    ip(&line.split_whitespace().collect::<Vec<_>>())
+}

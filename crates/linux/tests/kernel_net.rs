@@ -195,3 +195,55 @@ fn sysctls_are_set_in_the_namespace_only() {
         "{err}"
     );
 }
+
+/// Per-interface settings (what the dataplane sets on each workload interface) land on the
+/// namespace's interface.
+#[test]
+fn interface_sysctls_are_set_on_the_namespace_interface() {
+    require_tool("ip");
+    let ns = NetNs::new("nl-ifsysctl");
+    ns.run_ok(
+        "ip",
+        &[
+            "link", "add", "cali0e", "type", "veth", "peer", "name", "cali0ep",
+        ],
+        "",
+    );
+    let netns = Netns::named(ns.name());
+    let path = "net/ipv4/conf/cali0e/proxy_arp";
+
+    // The interface only exists inside the namespace, so reaching it proves we are in there.
+    assert_eq!(get_sysctl(&netns, path).unwrap(), "0");
+    assert!(
+        get_sysctl(&Netns::current(), path).is_err(),
+        "cali0e is not in the current namespace"
+    );
+
+    assert!(set_sysctl(&netns, path, "1").unwrap());
+    assert!(
+        !set_sysctl(&netns, path, "1").unwrap(),
+        "second write is a no-op"
+    );
+    assert_eq!(get_sysctl(&netns, path).unwrap(), "1");
+    assert_eq!(
+        ns.run_ok("sysctl", &["-n", "net.ipv4.conf.cali0e.proxy_arp"], "")
+            .trim(),
+        "1"
+    );
+
+    // IPv6 settings of the same interface work the same way.
+    let ndp = "net/ipv6/conf/cali0e/proxy_ndp";
+    if get_sysctl(&netns, ndp).is_ok() {
+        set_sysctl(&netns, ndp, "1").unwrap();
+        assert_eq!(
+            ns.run_ok("sysctl", &["-n", "net.ipv6.conf.cali0e.proxy_ndp"], "")
+                .trim(),
+            "1"
+        );
+    }
+
+    // Once the interface is gone its settings are too, and the error names the path.
+    ns.run_ok("ip", &["link", "del", "cali0e"], "");
+    let err = set_sysctl(&netns, path, "1").unwrap_err();
+    assert!(err.to_string().contains(path), "{err}");
+}
