@@ -174,3 +174,58 @@ fn felix_programs_what_etcd_says_and_repairs_drift() {
     assert!(file.contains("Validation failed for"), "{file}");
     assert!(!file.contains(" INFO "), "{file}");
 }
+
+/// An endpoint written before its interface exists gets its route, static ARP entry and
+/// interface settings when the interface appears (link events), and loses them when it goes.
+#[test]
+fn interfaces_that_appear_after_their_endpoint_are_programmed() {
+    let ns = NetNs::new("calico-felix-link");
+    let etcd = EtcdServer::start_in_netns(ns.name());
+    put(&etcd, "/calico/v1/Ready", "true");
+    put(
+        &etcd,
+        "/calico/v1/host/h1/workload/k8s/ns.web/endpoint/eth0",
+        r#"{"state": "active", "name": "caliweb", "mac": "ee:ee:ee:00:00:01", "profile_ids": [], "ipv4_nets": ["10.65.0.7/32"]}"#,
+    );
+    let felix = Felix::start(&ns, &etcd, &[]);
+    let routes = || ns.run_ok("ip", &["route", "show", "proto", "80"], "");
+    eventually(&felix, "the endpoint's chains", || {
+        ns.run_ok("iptables-save", &[], "")
+            .contains("cali-wi-caliweb")
+    });
+    assert_eq!(routes().trim(), "", "no interface, no route");
+
+    ns.run_ok(
+        "ip",
+        &[
+            "link", "add", "caliweb", "type", "veth", "peer", "name", "web0",
+        ],
+        "",
+    );
+    ns.run_ok("ip", &["link", "set", "caliweb", "up"], "");
+    ns.run_ok("ip", &["link", "set", "web0", "up"], "");
+    eventually(&felix, "the route through the new interface", || {
+        routes().contains("10.65.0.7 dev caliweb scope link")
+    });
+    let neighbours = ns.run_ok("ip", &["neigh", "show", "dev", "caliweb"], "");
+    assert!(
+        neighbours.contains("10.65.0.7 lladdr ee:ee:ee:00:00:01 PERMANENT"),
+        "{neighbours}"
+    );
+    let proxy_arp = ns.run_ok("sysctl", &["-n", "net.ipv4.conf.caliweb.proxy_arp"], "");
+    assert_eq!(proxy_arp.trim(), "1");
+
+    // The endpoint goes: so do its route and neighbour entry (the interface stays).
+    let out = etcd.etcdctl(&[
+        "del",
+        "/calico/v1/host/h1/workload/k8s/ns.web/endpoint/eth0",
+    ]);
+    assert!(out.status.success());
+    eventually(&felix, "the route removed", || routes().trim().is_empty());
+    let neighbours = ns.run_ok(
+        "ip",
+        &["neigh", "show", "dev", "caliweb", "nud", "permanent"],
+        "",
+    );
+    assert!(neighbours.trim().is_empty(), "{neighbours}");
+}
