@@ -91,12 +91,19 @@ pub async fn run(name: &str) -> anyhow::Result<()> {
     load(&lab, WEBSERVER).await?;
     show(&lab, 80).await?;
 
-    say("The failsafe tier (order 0) passes everything on with next-tier: nothing changes:");
+    say(
+        "The failsafe tier (order 0) comes first: it allows ICMP (and SSH from the management network), then passes the rest on with next-tier. Pings now get through everywhere; TCP is unchanged:",
+    );
     load(&lab, FAILSAFE).await?;
     show(&lab, 80).await?;
 
+    let cmd = if name == "calico-lab" {
+        "calico-lab".to_owned()
+    } else {
+        format!("calico-lab --lab {name}")
+    };
     println!(
-        "\nThe lab stays up. Explore it:\n  eval \"$(calico-lab --lab {name} env)\"\n  calicoctl get /calico/v1/policy/\n  calico-lab --lab {name} check --port 5432\n  calico-lab --lab {name} exec frontend -- ping -c1 10.65.0.20\nTear it down: calico-lab --lab {name} down"
+        "\nThe lab stays up. Explore it:\n  eval \"$({cmd} env)\"\n  calicoctl get /calico/v1/policy/\n  {cmd} check --port 5432\n  {cmd} exec frontend -- ping -c1 10.65.0.20\nTear it down: {cmd} down"
     );
     Ok(())
 }
