@@ -143,9 +143,26 @@ impl TestLab {
         self.ok(&["wait"]);
     }
 
-    /// Probes from inside `from`; one word per target (`ok`, `refused`, `blocked`).
+    /// Probes from inside `from`; one word per target (`ok`, `refused`, `blocked`). What looks
+    /// blocked is tried again with a longer timeout, so that a slow moment of a loaded machine
+    /// is not mistaken for a drop.
     pub fn probe(&self, from: &str, targets: &[String]) -> Vec<String> {
-        let mut args = vec!["exec", from, "--", BIN, "probe", "--timeout-ms", "700"];
+        let mut words = self.probe_once(from, targets, 700);
+        let again: Vec<usize> = (0..words.len())
+            .filter(|&i| words[i] == "blocked")
+            .collect();
+        if !again.is_empty() {
+            let retry: Vec<String> = again.iter().map(|&i| targets[i].clone()).collect();
+            for (i, word) in again.into_iter().zip(self.probe_once(from, &retry, 1500)) {
+                words[i] = word;
+            }
+        }
+        words
+    }
+
+    fn probe_once(&self, from: &str, targets: &[String], timeout_ms: u32) -> Vec<String> {
+        let timeout = timeout_ms.to_string();
+        let mut args = vec!["exec", from, "--", BIN, "probe", "--timeout-ms", &timeout];
         args.extend(targets.iter().map(String::as_str));
         let out = self.ok(&args);
         let words: Vec<String> = out
