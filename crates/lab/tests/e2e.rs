@@ -278,9 +278,38 @@ fn conntrack_host_traffic_spoofing_inactive_and_deleted_endpoints() {
     lab.wait();
     assert!(lab.tcp("w1", W2, 80), "active again");
 
-    // Deleted: its route and static ARP entry go, traffic stops.
+    // Felix's health endpoint says it is live and ready.
+    let health = |path: &str| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(calico_lab::check::fetch_in_netns(
+            &format!("{}.host2", lab.name),
+            9099,
+            path,
+        ))
+        .unwrap()
+    };
+    assert_eq!(health("/liveness").trim(), "live");
+    assert_eq!(health("/readiness").trim(), "ready");
+
+    // Deleted: its route and static ARP entry go, its connections are forgotten, traffic stops.
+    let tracked = |lab: &TestLab| {
+        let out = lab.in_host("host2", "conntrack", &["-L", "-d", W2]);
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    };
+    assert!(
+        tracked(&lab) > 0,
+        "the probes above left conntrack entries to w2"
+    );
     lab.del(&key);
     lab.wait();
+    assert_eq!(
+        tracked(&lab),
+        0,
+        "conntrack entries of a deleted endpoint are flushed"
+    );
     assert!(!lab.tcp("w1", W2, 80), "deleted endpoint: dropped");
     let routes = lab.in_host("host2", "ip", &["route", "show", "proto", "80"]);
     assert!(
