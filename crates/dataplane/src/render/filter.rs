@@ -3,7 +3,7 @@
 //!
 //! Marks carry the outcome between chains: a policy or profile chain that allows sets the
 //! accept bit and returns; `next-tier` sets the pass bit. An endpoint chain clears both, runs each
-//! tier (skipping the rest of a tier once the pass bit is set, returning at once on accept,
+//! tier (passing over the rest of a tier once the pass bit is set, returning at once on accept,
 //! dropping at the end of a tier that neither passed nor accepted), then the profiles, then
 //! drops. The entry chains accept what an endpoint chain accepted.
 //!

@@ -1,8 +1,11 @@
-//! Helpers the model's integration tests share: the seed fixtures and the round trip.
+//! Helpers the model's integration tests share: the seed fixtures, the round trip, refusals.
+
+// Each test file uses some of these.
+#![allow(dead_code)]
 
 use std::fmt::Debug;
 
-use calico_model::{Validate, from_json};
+use calico_model::{Validate, ValidationError, from_json};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -45,4 +48,21 @@ pub fn assert_all_fixtures_tested(owned: impl Fn(&str) -> bool, tested: &[&str])
     let mut tested: Vec<String> = tested.iter().map(|t| (*t).to_owned()).collect();
     tested.sort();
     assert_eq!(found, tested);
+}
+
+/// Asserts that `json` is refused with exactly this field path and reason.
+pub fn refused<T: DeserializeOwned + Validate + Debug>(json: &str, field: &str, reason: &str) {
+    let err = refusal::<T>(json);
+    assert_eq!(
+        (err.field.as_str(), err.reason.as_str()),
+        (field, reason),
+        "{json}"
+    );
+}
+
+pub fn refusal<T: DeserializeOwned + Validate + Debug>(json: &str) -> ValidationError {
+    match from_json::<T>(json) {
+        Ok(value) => panic!("accepted {json} as {value:?}"),
+        Err(err) => err,
+    }
 }
