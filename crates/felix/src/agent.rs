@@ -115,6 +115,7 @@ pub async fn run(store: &dyn Datastore, config: &Config, netns: Netns) -> anyhow
         in_sync: false,
         synced: false,
         routes_dirty: true,
+        statuses_dirty: true,
         seen_revision: 0,
     };
     let mut watch = store.watch("/calico/v1/").await?;
@@ -225,6 +226,8 @@ struct Felix<'a> {
     synced: bool,
     /// Routes and interfaces need a look (endpoints or links changed).
     routes_dirty: bool,
+    /// Endpoint statuses need a look (routes were synced, or a status write failed).
+    statuses_dirty: bool,
     /// The revision of the last datastore update received.
     seen_revision: i64,
 }
@@ -304,6 +307,7 @@ impl Felix<'_> {
                         tracing::info!(?changed, "routes and interfaces programmed");
                     }
                     self.routes_dirty = false;
+                    self.statuses_dirty = true;
                 }
                 Err(error) => {
                     tracing::error!("programming routes failed (will retry): {error}");
@@ -314,18 +318,24 @@ impl Felix<'_> {
         let done = self.synced && !self.routes_dirty;
         self.health.set_ready(done);
         if done {
-            self.report_endpoints().await;
             self.metrics.applied_revision.set(self.seen_revision);
             self.metrics
                 .endpoints
                 .set(self.calc.state().endpoints.len() as i64);
+            // Statuses change only with endpoints or interfaces, both of which go through the
+            // routing sync; a policy-only batch does no datastore I/O here.
+            if self.statuses_dirty {
+                self.statuses_dirty = !self.report_endpoints().await;
+            }
         }
     }
 
     /// Writes each local endpoint's status (`up`: programmed with its interface up; `down`:
     /// inactive or no interface yet) where it changed, and deletes the statuses of endpoints
-    /// that went away (at start-up also those left by an earlier run).
-    async fn report_endpoints(&mut self) {
+    /// that went away (at start-up also those left by an earlier run). Returns whether every
+    /// write succeeded (otherwise the next pass tries again).
+    async fn report_endpoints(&mut self) -> bool {
+        let mut ok = true;
         let mut desired = BTreeMap::new();
         for (key, program) in &self.calc.state().endpoints {
             let up = match (&program.interface, key) {
@@ -362,7 +372,10 @@ impl Felix<'_> {
                     }
                     self.stale_statuses_removed = true;
                 }
-                Err(error) => tracing::warn!(%error, "cannot list endpoint statuses"),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot list endpoint statuses");
+                    ok = false;
+                }
             }
         }
         let gone: Vec<EndpointKey> = self
@@ -376,7 +389,10 @@ impl Felix<'_> {
                 Ok(_) => {
                     self.reported.remove(&key);
                 }
-                Err(error) => tracing::warn!(%error, "cannot delete endpoint status"),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot delete endpoint status");
+                    ok = false;
+                }
             }
         }
         for (key, state) in desired {
@@ -389,9 +405,13 @@ impl Felix<'_> {
                 Ok(_) => {
                     self.reported.insert(key, state);
                 }
-                Err(error) => tracing::warn!(%error, "cannot write endpoint status"),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot write endpoint status");
+                    ok = false;
+                }
             }
         }
+        ok
     }
 
     /// The periodic full sync: puts back whatever changed behind Felix's back.

@@ -3,15 +3,14 @@
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};
-use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use calico_datastore::Datastore;
+use calico_linux::{Netns, in_netns};
 
 use crate::cluster::connect;
 use crate::probe::{Outcome, Target};
-use crate::relay::enter_netns;
 use crate::state::{Lab, Workload};
 
 /// The port Felix serves Prometheus metrics on in the lab's hosts.
@@ -176,27 +175,18 @@ pub async fn applied_revision(netns: &str) -> anyhow::Result<i64> {
 pub async fn fetch_in_netns(netns: &str, port: u16, path: &str) -> anyhow::Result<String> {
     let (netns, path) = (netns.to_owned(), path.to_owned());
     tokio::task::spawn_blocking(move || {
-        // A thread of its own: entering a namespace changes the calling thread.
-        std::thread::spawn(move || -> anyhow::Result<String> {
-            enter_netns(&netns)?;
-            let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))
-                .with_context(|| format!("nothing listens on 127.0.0.1:{port} in {netns}"))?;
-            stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-            write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
-            let mut response = String::new();
-            stream.read_to_string(&mut response)?;
-            let (_, body) = response
-                .split_once("\r\n\r\n")
-                .context("malformed HTTP response")?;
-            Ok(body.to_owned())
-        })
-        .join()
-        .map_err(|_| anyhow::anyhow!("fetch thread panicked"))?
+        // Only the connection is made inside the namespace; the socket stays there.
+        let connect = || std::net::TcpStream::connect(("127.0.0.1", port));
+        let mut stream = in_netns(&Netns::named(netns.as_str()), connect)
+            .with_context(|| format!("nothing listens on 127.0.0.1:{port} in {netns}"))?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response)?;
+        let (_, body) = response
+            .split_once("\r\n\r\n")
+            .context("malformed HTTP response")?;
+        Ok(body.to_owned())
     })
     .await?
-}
-
-/// The first address of a workload.
-pub fn address(lab: &Lab, workload: &str) -> anyhow::Result<IpAddr> {
-    Ok(lab.workload(workload)?.ips[0])
 }

@@ -154,12 +154,6 @@ async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Resu
     lab.save()?;
     for host in &lab.hosts {
         let key = format!("/calico/felix/v1/host/{}/status", host.name);
-        poll(
-            &format!("Felix on {} to report", host.name),
-            Duration::from_secs(60),
-            || Ok(felix_alive(host).then_some(())),
-        )
-        .await?;
         let store = &store;
         let found = async {
             loop {
@@ -603,14 +597,19 @@ pub async fn connect(lab: &Lab) -> anyhow::Result<EtcdDatastore> {
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        match EtcdDatastore::connect(config.clone()).await {
-            Ok(store) if store.get("/calico/v1/Ready").await.is_ok() => return Ok(store),
-            Ok(_) if Instant::now() < deadline => {}
-            Err(_) if Instant::now() < deadline => {}
-            Ok(_) => bail!("etcd at {} does not answer", lab.client_endpoint),
-            Err(error) => return Err(error.into()),
+        let attempt = async {
+            let store = EtcdDatastore::connect(config.clone()).await?;
+            store.get("/calico/v1/Ready").await?;
+            Ok::<_, calico_datastore::DatastoreError>(store)
+        };
+        match attempt.await {
+            Ok(store) => return Ok(store),
+            Err(error) if Instant::now() >= deadline => {
+                return Err(error)
+                    .context(format!("etcd at {} does not answer", lab.client_endpoint));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -119,18 +119,12 @@ async fn show(lab: &Lab, port: u16) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes a bundle of the examples (key → value; strings as they are, the rest as JSON).
+/// Writes a bundle of the examples as `calicoctl load` reads it.
 async fn load(lab: &Lab, bundle: &str) -> anyhow::Result<()> {
     let store = connect(lab).await?;
-    let entries: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(bundle).context("example bundle")?;
-    for (key, value) in entries {
-        let text = match value {
-            serde_json::Value::String(s) => s,
-            other => other.to_string(),
-        };
-        println!("  etcdctl put {key} '{text}'");
-        store.put(&key, &text).await?;
+    for entry in calico_ctl::bundle::parse(bundle).context("example bundle")? {
+        println!("  etcdctl put {} '{}'", entry.key, entry.raw);
+        store.put(&entry.key, &entry.raw).await?;
     }
     Ok(())
 }
