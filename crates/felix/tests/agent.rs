@@ -124,7 +124,10 @@ fn felix_programs_what_etcd_says_and_repairs_drift() {
     eventually(&felix, "the db endpoint's chains", || {
         iptables().contains("-A cali-wi-calidb")
     });
-    assert!(iptables().contains("-A FORWARD -j cali-FORWARD"));
+    // The jumps from the kernel chains follow the chains within the same sync.
+    eventually(&felix, "the FORWARD jump", || {
+        iptables().contains("-A FORWARD -j cali-FORWARD")
+    });
 
     // An update: a new profile rule shows up in the profile's chain.
     put(
@@ -207,11 +210,11 @@ fn interfaces_that_appear_after_their_endpoint_are_programmed() {
     eventually(&felix, "the route through the new interface", || {
         routes().contains("10.65.0.7 dev caliweb scope link")
     });
-    let neighbours = ns.run_ok("ip", &["neigh", "show", "dev", "caliweb"], "");
-    assert!(
-        neighbours.contains("10.65.0.7 lladdr ee:ee:ee:00:00:01 PERMANENT"),
-        "{neighbours}"
-    );
+    // Neighbours are programmed right after routes, in the same pass.
+    eventually(&felix, "the static ARP entry", || {
+        ns.run_ok("ip", &["neigh", "show", "dev", "caliweb"], "")
+            .contains("10.65.0.7 lladdr ee:ee:ee:00:00:01 PERMANENT")
+    });
     let proxy_arp = ns.run_ok("sysctl", &["-n", "net.ipv4.conf.caliweb.proxy_arp"], "");
     assert_eq!(proxy_arp.trim(), "1");
 
@@ -222,10 +225,8 @@ fn interfaces_that_appear_after_their_endpoint_are_programmed() {
     ]);
     assert!(out.status.success());
     eventually(&felix, "the route removed", || routes().trim().is_empty());
-    let neighbours = ns.run_ok(
-        "ip",
-        &["neigh", "show", "dev", "caliweb", "nud", "permanent"],
-        "",
-    );
-    assert!(neighbours.trim().is_empty(), "{neighbours}");
+    eventually(&felix, "the static ARP entry removed", || {
+        let args = ["neigh", "show", "dev", "caliweb", "nud", "permanent"];
+        ns.run_ok("ip", &args, "").trim().is_empty()
+    });
 }
