@@ -138,6 +138,21 @@ impl AllocationBlock {
     }
 }
 
+/// Cluster-wide IPAM settings at `/calico/ipam/v2/config` (all default when the key is absent).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IpamConfig {
+    /// Hosts assign only from blocks affine to them: no borrowing from other hosts' blocks,
+    /// so every workload address is covered by its own host's block route.
+    #[serde(default)]
+    pub strict_affinity: bool,
+}
+
+impl Validate for IpamConfig {
+    fn validate(&mut self) -> Result<(), ValidationError> {
+        Ok(())
+    }
+}
+
 /// The allocations made under one handle, counted per block.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllocationHandle {

@@ -116,6 +116,8 @@ pub enum Key {
         hostname: String,
         cidr: IpNet,
     },
+    /// `/calico/ipam/v2/config`: cluster-wide IPAM settings (strict affinity).
+    IpamConfig,
     /// `/calico/bgp/v1/global/as_num`
     GlobalAsNum,
     /// `/calico/bgp/v1/global/node_mesh`, or the 1.x `/calico/v1/config/bgp_node_mesh`.
@@ -246,6 +248,7 @@ impl Key {
             Key::Block { .. } => "IPAM block",
             Key::Handle { .. } => "IPAM handle",
             Key::BlockAffinity { .. } => "IPAM block affinity",
+            Key::IpamConfig => "IPAM config",
             Key::GlobalAsNum => "global AS number",
             Key::NodeMesh { .. } => "BGP node mesh",
             Key::GlobalBgpLogLevel => "global BGP log level",
@@ -364,6 +367,7 @@ fn parse_ipam(segments: &[&str]) -> Result<Key, String> {
                 "handles live at /calico/ipam/v2/handle/{handle} (the keyspace tree's form)"
             ));
         }
+        ["config"] => Key::IpamConfig,
         ["handle", handle] => Key::Handle {
             handle: (*handle).to_owned(),
         },
@@ -576,6 +580,7 @@ impl fmt::Display for Key {
                 )
             }
             Key::Handle { handle } => write!(f, "{IPAM_V2}/handle/{handle}"),
+            Key::IpamConfig => write!(f, "{IPAM_V2}/config"),
             Key::BlockAffinity { hostname, cidr } => {
                 let family = ip_segment(IpVersion::of_net(cidr));
                 let cidr = format_key_cidr(cidr);

@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use crate::bgp::{AsNumber, BGP_LOG_LEVELS, BgpPeer, NodeMesh};
 use crate::endpoint::{HostEndpoint, WorkloadEndpoint};
 use crate::error::{ValidationError, from_json};
-use crate::ipam::{AllocationBlock, AllocationHandle};
+use crate::ipam::{AllocationBlock, AllocationHandle, IpamConfig};
 use crate::key::Key;
 use crate::policy::{Policy, TierMetadata};
 use crate::pool::IpPool;
@@ -35,6 +35,7 @@ pub enum Value {
     Handle(AllocationHandle),
     /// Block affinities hold no value (an empty string).
     BlockAffinity,
+    IpamConfig(IpamConfig),
     AsNumber(AsNumber),
     NodeMesh(NodeMesh),
     BgpPeer(BgpPeer),
@@ -76,6 +77,7 @@ pub fn parse_value(key: &Key, raw: &str) -> Result<Value, ValidationError> {
             Value::Handle(value)
         }
         Key::BlockAffinity { .. } => parse_affinity(raw)?,
+        Key::IpamConfig => Value::IpamConfig(from_json(raw)?),
         Key::GlobalAsNum | Key::HostAsNum { .. } => {
             Value::AsNumber(raw.parse().map_err(ValidationError::object)?)
         }

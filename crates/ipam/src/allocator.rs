@@ -1,0 +1,837 @@
+//! [`Ipam`]: assigning and releasing addresses in the datastore.
+//!
+//! Every change is one etcd transaction that compares the revisions of everything it read (the
+//! block, the handle) and writes the block, the handle record and, when it claims a block, the
+//! host's affinity together. A transaction that loses a race changes nothing; the operation
+//! reads again and retries, a bounded number of times. So concurrent allocators on any number of
+//! hosts never hand out one address twice, and a handle's counts always equal the blocks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use calico_datastore::{Compare, Datastore, Expect, KvPair, TxnOp};
+use calico_model::ipam::{AllocationAttribute, AllocationBlock, AllocationHandle, IpamConfig};
+use calico_model::key::{IPAM_V2, Key};
+use calico_model::pool::IpPool;
+use calico_model::{IpVersion, from_json};
+use ipnet::IpNet;
+
+use crate::block::{self, Taken};
+use crate::error::IpamError;
+
+/// How often an operation re-reads and retries after losing a race.
+pub const DEFAULT_ATTEMPTS: u32 = 100;
+
+/// What to assign automatically.
+#[derive(Debug, Clone, Default)]
+pub struct AssignRequest {
+    /// The host whose blocks are used first (and which claims new blocks).
+    pub host: String,
+    /// The handle the addresses are assigned under (released together by handle).
+    pub handle: String,
+    /// Free-form attributes stored with the allocation (container id, pod, ...).
+    pub attributes: BTreeMap<String, String>,
+    pub ipv4: usize,
+    pub ipv6: usize,
+    /// Only these pools (empty: every enabled pool of the version).
+    pub ipv4_pools: Vec<IpNet>,
+    pub ipv6_pools: Vec<IpNet>,
+}
+
+/// The addresses an automatic assignment handed out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Assigned {
+    pub ipv4: Vec<IpAddr>,
+    pub ipv6: Vec<IpAddr>,
+}
+
+/// A stored object and the revision it was read at.
+#[derive(Debug, Clone)]
+struct Stored<T> {
+    value: T,
+    revision: i64,
+}
+
+/// IPAM over a datastore.
+#[derive(Clone)]
+pub struct Ipam {
+    store: Arc<dyn Datastore>,
+    attempts: u32,
+}
+
+impl std::fmt::Debug for Ipam {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ipam")
+            .field("attempts", &self.attempts)
+            .finish()
+    }
+}
+
+/// One way to make progress on an automatic assignment.
+enum Step {
+    /// Assign from an existing block (the host's own, or borrowed).
+    Existing(Stored<AllocationBlock>),
+    /// Claim a new block for the host.
+    Claim(IpNet),
+    /// Nothing is free; the reason says why.
+    Exhausted(&'static str),
+}
+
+impl Ipam {
+    pub fn new(store: Arc<dyn Datastore>) -> Ipam {
+        Ipam {
+            store,
+            attempts: DEFAULT_ATTEMPTS,
+        }
+    }
+
+    /// The datastore this IPAM writes to.
+    pub fn store(&self) -> &dyn Datastore {
+        self.store.as_ref()
+    }
+
+    /// Assigns `ipv4` IPv4 and `ipv6` IPv6 addresses to the request's handle: from the host's
+    /// blocks first, then from a newly claimed block, and only when no block can be claimed from
+    /// another host's block (never with strict affinity). Either every address asked for is
+    /// assigned, or none is and the error says how many were free.
+    pub async fn auto_assign(&self, request: &AssignRequest) -> Result<Assigned, IpamError> {
+        check_handle(&request.handle)?;
+        let ipv4 = self
+            .assign_family(request, IpVersion::V4, request.ipv4, &request.ipv4_pools)
+            .await?;
+        let ipv6 = match self
+            .assign_family(request, IpVersion::V6, request.ipv6, &request.ipv6_pools)
+            .await
+        {
+            Ok(ipv6) => ipv6,
+            Err(e) => {
+                self.release_ips(&ipv4).await?;
+                return Err(e);
+            }
+        };
+        Ok(Assigned { ipv4, ipv6 })
+    }
+
+    async fn assign_family(
+        &self,
+        request: &AssignRequest,
+        version: IpVersion,
+        wanted: usize,
+        requested: &[IpNet],
+    ) -> Result<Vec<IpAddr>, IpamError> {
+        if wanted == 0 {
+            return Ok(Vec::new());
+        }
+        let pools = self.usable_pools(version, requested).await?;
+        let strict = self.config().await?.strict_affinity;
+        let attribute = attribute(&request.handle, &request.attributes);
+        let mut got = Vec::new();
+        let mut conflicts = 0;
+        while got.len() < wanted {
+            let need = wanted - got.len();
+            let step = self
+                .next_step(&request.host, version, &pools, strict)
+                .await?;
+            let written = match step {
+                Step::Existing(stored) => {
+                    let mut block = stored.value;
+                    let ips = block::assign(&mut block, need, &attribute);
+                    let write = BlockWrite::update(&block, stored.revision);
+                    self.write_block(write, &request.handle, &block.cidr, to_i64(ips.len()), None)
+                        .await?
+                        .then_some(ips)
+                }
+                Step::Claim(cidr) => {
+                    let mut block = block::empty_block(cidr, Some(&request.host), strict);
+                    let ips = block::assign(&mut block, need, &attribute);
+                    let affinity = Key::BlockAffinity {
+                        hostname: request.host.clone(),
+                        cidr,
+                    };
+                    let write = BlockWrite::create(&block);
+                    self.write_block(
+                        write,
+                        &request.handle,
+                        &cidr,
+                        to_i64(ips.len()),
+                        Some(affinity),
+                    )
+                    .await?
+                    .then_some(ips)
+                }
+                Step::Exhausted(why) => {
+                    self.release_ips(&got).await?;
+                    return Err(IpamError::Exhausted {
+                        version,
+                        handle: request.handle.clone(),
+                        wanted,
+                        found: got.len(),
+                        pools: describe_pools(&pools),
+                        why,
+                    });
+                }
+            };
+            match written {
+                Some(ips) => got.extend(ips),
+                None => {
+                    conflicts += 1;
+                    if conflicts >= self.attempts {
+                        self.release_ips(&got).await?;
+                        return Err(IpamError::Contention {
+                            operation: "auto-assign",
+                            attempts: conflicts,
+                            key: format!("the blocks of host {}", request.host),
+                        });
+                    }
+                    backoff(conflicts).await;
+                }
+            }
+        }
+        tracing::debug!(handle = %request.handle, ?got, "assigned");
+        Ok(got)
+    }
+
+    /// Where the next addresses come from: an affine block with room, a new block, or (without
+    /// strict affinity) another host's block with room.
+    async fn next_step(
+        &self,
+        host: &str,
+        version: IpVersion,
+        pools: &[IpPool],
+        strict: bool,
+    ) -> Result<Step, IpamError> {
+        let in_pools = |cidr: &IpNet| pools.iter().any(|p| p.cidr.contains(cidr));
+        for cidr in self.affine_blocks(host, version).await? {
+            if !in_pools(&cidr) {
+                continue;
+            }
+            if let Some(stored) = self.read_block(&cidr).await?
+                && stored.value.host() == Some(host)
+                && block::free_count(&stored.value) > 0
+            {
+                return Ok(Step::Existing(stored));
+            }
+        }
+        let blocks = self.blocks(version).await?;
+        let existing: BTreeSet<IpNet> = blocks.iter().map(|b| b.value.cidr).collect();
+        for pool in pools {
+            if let Some(cidr) = free_block(pool, &existing, host) {
+                return Ok(Step::Claim(cidr));
+            }
+        }
+        if strict {
+            return Ok(Step::Exhausted(
+                ": every block is claimed and strict affinity forbids borrowing",
+            ));
+        }
+        let borrowable = blocks.into_iter().find(|b| {
+            in_pools(&b.value.cidr) && !b.value.strict_affinity && block::free_count(&b.value) > 0
+        });
+        Ok(match borrowable {
+            Some(stored) => Step::Existing(stored),
+            None => Step::Exhausted(": every address is assigned"),
+        })
+    }
+
+    /// Assigns one given address to `handle`. The address must lie in an enabled pool; its block
+    /// is claimed for `host` if nobody has claimed it yet.
+    pub async fn assign_ip(
+        &self,
+        ip: IpAddr,
+        handle: &str,
+        attributes: &BTreeMap<String, String>,
+        host: &str,
+    ) -> Result<(), IpamError> {
+        check_handle(handle)?;
+        let pools = self.pools(IpVersion::of_addr(&ip)).await?;
+        let pool = pools
+            .iter()
+            .find(|p| p.cidr.contains(&ip))
+            .ok_or(IpamError::NotInPool { ip })?;
+        if !pool.assigns_addresses() {
+            return Err(IpamError::DisabledPool {
+                field: "ip",
+                cidr: pool.cidr,
+            });
+        }
+        let strict = self.config().await?.strict_affinity;
+        let attribute = attribute(handle, attributes);
+        for attempt in 1..=self.attempts {
+            let cidr = match self.block_holding(ip).await? {
+                Some(stored) => stored.value.cidr,
+                None => block::block_of(&pool.cidr, ip),
+            };
+            let written = match self.read_block(&cidr).await? {
+                Some(stored) => {
+                    let mut block = stored.value;
+                    block::assign_address(&mut block, ip, &attribute).map_err(|taken| {
+                        let handle = match taken {
+                            Taken::By(handle) => handle,
+                            Taken::Outside => None,
+                        };
+                        IpamError::InUse { ip, handle }
+                    })?;
+                    let write = BlockWrite::update(&block, stored.revision);
+                    self.write_block(write, handle, &cidr, 1, None).await?
+                }
+                None => {
+                    let mut block = block::empty_block(cidr, Some(host), strict);
+                    block::assign_address(&mut block, ip, &attribute)
+                        .expect("a fresh block of the address is free");
+                    let affinity = Key::BlockAffinity {
+                        hostname: host.to_owned(),
+                        cidr,
+                    };
+                    let write = BlockWrite::create(&block);
+                    self.write_block(write, handle, &cidr, 1, Some(affinity))
+                        .await?
+                }
+            };
+            if written {
+                return Ok(());
+            }
+            backoff(attempt).await;
+        }
+        Err(self.contention("assign", ip))
+    }
+
+    /// Releases the given addresses; returns those that were assigned, with their handles.
+    /// Addresses that were free are ignored.
+    pub async fn release_ips(
+        &self,
+        ips: &[IpAddr],
+    ) -> Result<Vec<(IpAddr, Option<String>)>, IpamError> {
+        let mut by_block: BTreeMap<IpNet, Vec<IpAddr>> = BTreeMap::new();
+        for &ip in ips {
+            if let Some(stored) = self.block_holding(ip).await? {
+                by_block.entry(stored.value.cidr).or_default().push(ip);
+            }
+        }
+        let mut freed = Vec::new();
+        for (cidr, ips) in by_block {
+            freed.extend(self.release_in_block(&cidr, &ips).await?);
+        }
+        Ok(freed)
+    }
+
+    async fn release_in_block(
+        &self,
+        cidr: &IpNet,
+        ips: &[IpAddr],
+    ) -> Result<Vec<(IpAddr, Option<String>)>, IpamError> {
+        for attempt in 1..=self.attempts {
+            let Some(stored) = self.read_block(cidr).await? else {
+                return Ok(Vec::new());
+            };
+            let mut block = stored.value;
+            let freed = block::release(&mut block, ips);
+            if freed.is_empty() {
+                return Ok(freed);
+            }
+            let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
+            for (_, handle) in &freed {
+                if let Some(handle) = handle {
+                    *counts.entry(handle).or_default() -= 1;
+                }
+            }
+            let mut txn = Txn::default();
+            BlockWrite::update(&block, stored.revision).add_to(&mut txn);
+            for (handle, delta) in counts {
+                self.handle_change(&mut txn, handle, cidr, delta).await?;
+            }
+            if txn.commit(self.store()).await? {
+                return Ok(freed);
+            }
+            backoff(attempt).await;
+        }
+        Err(self.contention("release", cidr))
+    }
+
+    /// Releases every address of `handle`; returns them. A handle that does not exist has
+    /// nothing to release.
+    pub async fn release_by_handle(&self, handle: &str) -> Result<Vec<IpAddr>, IpamError> {
+        check_handle(handle)?;
+        let mut freed = Vec::new();
+        let mut conflicts = 0;
+        while conflicts < self.attempts {
+            let Some(stored) = self.read_handle(handle).await? else {
+                return Ok(freed);
+            };
+            let Some(cidr) = stored.value.block.keys().next().copied() else {
+                let key = Key::Handle {
+                    handle: handle.to_owned(),
+                };
+                self.store
+                    .compare_and_delete(&key.to_string(), stored.revision)
+                    .await?;
+                continue;
+            };
+            let mut txn = Txn::default();
+            let mut released = Vec::new();
+            if let Some(block) = self.read_block(&cidr).await? {
+                let revision = block.revision;
+                let mut block = block.value;
+                released = block::release_handle(&mut block, handle);
+                BlockWrite::update(&block, revision).add_to(&mut txn);
+            }
+            // The handle's record loses this block whatever the block held.
+            let mut record = stored.value;
+            record.block.remove(&cidr);
+            handle_write(&mut txn, handle, Some(stored.revision), &record);
+            if txn.commit(self.store()).await? {
+                freed.extend(released);
+            } else {
+                conflicts += 1;
+                backoff(conflicts).await;
+            }
+        }
+        Err(self.contention("release-by-handle", handle))
+    }
+
+    /// The attribute (handle and details) an address is assigned with, if it is assigned.
+    pub async fn ip_info(&self, ip: IpAddr) -> Result<Option<AllocationAttribute>, IpamError> {
+        let Some(stored) = self.block_holding(ip).await? else {
+            return Ok(None);
+        };
+        let block = stored.value;
+        let Some(ordinal) = block::ordinal_of(&block.cidr, ip) else {
+            return Ok(None);
+        };
+        Ok(block.allocations[ordinal].and_then(|i| block.attributes.get(i).cloned()))
+    }
+
+    /// Gives up the host's empty blocks (block and affinity deleted together); returns the
+    /// blocks released. Blocks that still hold addresses keep their affinity.
+    pub async fn release_empty_affinities(&self, host: &str) -> Result<Vec<IpNet>, IpamError> {
+        let mut released = Vec::new();
+        for version in [IpVersion::V4, IpVersion::V6] {
+            for cidr in self.affine_blocks(host, version).await? {
+                let affinity = Key::BlockAffinity {
+                    hostname: host.to_owned(),
+                    cidr,
+                }
+                .to_string();
+                let Some(stored) = self.read_block(&cidr).await? else {
+                    self.store.delete(&affinity).await?;
+                    continue;
+                };
+                if !block::is_empty(&stored.value) {
+                    continue;
+                }
+                let compare = Compare {
+                    key: Key::Block { cidr }.to_string(),
+                    expect: Expect::ModRevision(stored.revision),
+                };
+                let ops = [
+                    TxnOp::Delete {
+                        key: compare.key.clone(),
+                    },
+                    TxnOp::Delete { key: affinity },
+                ];
+                // Lost to an allocation: the block is in use again and stays.
+                if self.store.transaction(&[compare], &ops).await? {
+                    released.push(cidr);
+                }
+            }
+        }
+        Ok(released)
+    }
+
+    /// The pools of one version, as stored (invalid ones are skipped with a warning).
+    pub async fn pools(&self, version: IpVersion) -> Result<Vec<IpPool>, IpamError> {
+        let family = match version {
+            IpVersion::V4 => "v4",
+            IpVersion::V6 => "v6",
+        };
+        let prefix = format!("/calico/v1/ipam/{family}/pool/");
+        let mut pools = Vec::new();
+        for pair in self.store.list(&prefix).await? {
+            match from_json::<IpPool>(&pair.value) {
+                Ok(pool) => pools.push(pool),
+                Err(e) => tracing::warn!(key = %pair.key, "ignoring an invalid pool: {e}"),
+            }
+        }
+        Ok(pools)
+    }
+
+    /// The pools an assignment may use: the requested ones (each must exist and be enabled),
+    /// or every enabled pool.
+    async fn usable_pools(
+        &self,
+        version: IpVersion,
+        requested: &[IpNet],
+    ) -> Result<Vec<IpPool>, IpamError> {
+        let pools = self.pools(version).await?;
+        let field = match version {
+            IpVersion::V4 => "ipv4_pools",
+            IpVersion::V6 => "ipv6_pools",
+        };
+        if requested.is_empty() {
+            let usable: Vec<IpPool> = pools
+                .into_iter()
+                .filter(IpPool::assigns_addresses)
+                .collect();
+            if usable.is_empty() {
+                return Err(IpamError::NoPool { version });
+            }
+            return Ok(usable);
+        }
+        requested
+            .iter()
+            .map(|cidr| {
+                let pool = pools
+                    .iter()
+                    .find(|p| p.cidr == *cidr)
+                    .ok_or(IpamError::UnknownPool { field, cidr: *cidr })?;
+                if !pool.assigns_addresses() {
+                    return Err(IpamError::DisabledPool { field, cidr: *cidr });
+                }
+                Ok(pool.clone())
+            })
+            .collect()
+    }
+
+    /// The cluster's IPAM settings (defaults when unset).
+    pub async fn config(&self) -> Result<IpamConfig, IpamError> {
+        let key = Key::IpamConfig.to_string();
+        match self.store.get(&key).await? {
+            None => Ok(IpamConfig::default()),
+            Some(pair) => parse(&pair),
+        }
+    }
+
+    /// The blocks `host` has affinity to.
+    pub async fn affine_blocks(
+        &self,
+        host: &str,
+        version: IpVersion,
+    ) -> Result<Vec<IpNet>, IpamError> {
+        let prefix = format!("{IPAM_V2}/host/{host}/{}/block/", ip_family(version));
+        let pairs = self.store.list(&prefix).await?;
+        Ok(pairs
+            .iter()
+            .filter_map(|pair| match Key::parse(&pair.key) {
+                Ok(Key::BlockAffinity { hostname, cidr }) if hostname == host => Some(cidr),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Every block of one version.
+    async fn blocks(&self, version: IpVersion) -> Result<Vec<Stored<AllocationBlock>>, IpamError> {
+        let prefix = format!("{IPAM_V2}/assignment/{}/block/", ip_family(version));
+        self.store
+            .list(&prefix)
+            .await?
+            .iter()
+            .map(|pair| {
+                Ok(Stored {
+                    value: parse(pair)?,
+                    revision: pair.mod_revision,
+                })
+            })
+            .collect()
+    }
+
+    /// Every block of both versions, with the revision each was read at.
+    pub async fn all_blocks(&self) -> Result<Vec<AllocationBlock>, IpamError> {
+        let mut all = Vec::new();
+        for version in [IpVersion::V4, IpVersion::V6] {
+            all.extend(self.blocks(version).await?.into_iter().map(|s| s.value));
+        }
+        Ok(all)
+    }
+
+    async fn read_block(&self, cidr: &IpNet) -> Result<Option<Stored<AllocationBlock>>, IpamError> {
+        self.read(&Key::Block { cidr: *cidr }).await
+    }
+
+    async fn read_handle(
+        &self,
+        handle: &str,
+    ) -> Result<Option<Stored<AllocationHandle>>, IpamError> {
+        let key = Key::Handle {
+            handle: handle.to_owned(),
+        };
+        self.read(&key).await
+    }
+
+    async fn read<T>(&self, key: &Key) -> Result<Option<Stored<T>>, IpamError>
+    where
+        T: serde::de::DeserializeOwned + calico_model::Validate,
+    {
+        let Some(pair) = self.store.get(&key.to_string()).await? else {
+            return Ok(None);
+        };
+        Ok(Some(Stored {
+            value: parse(&pair)?,
+            revision: pair.mod_revision,
+        }))
+    }
+
+    /// The block holding `ip`: the one its pool's block size says, else any that contains it
+    /// (the pool may have been deleted or recreated with another size).
+    async fn block_holding(
+        &self,
+        ip: IpAddr,
+    ) -> Result<Option<Stored<AllocationBlock>>, IpamError> {
+        let version = IpVersion::of_addr(&ip);
+        for pool in self.pools(version).await? {
+            if pool.cidr.contains(&ip)
+                && let Some(stored) = self.read_block(&block::block_of(&pool.cidr, ip)).await?
+            {
+                return Ok(Some(stored));
+            }
+        }
+        Ok(self
+            .blocks(version)
+            .await?
+            .into_iter()
+            .find(|b| b.value.cidr.contains(&ip)))
+    }
+
+    /// Writes a block change and the matching handle count change in one transaction;
+    /// returns false when something read has changed since.
+    async fn write_block(
+        &self,
+        write: BlockWrite,
+        handle: &str,
+        cidr: &IpNet,
+        delta: i64,
+        affinity: Option<Key>,
+    ) -> Result<bool, IpamError> {
+        let mut txn = Txn::default();
+        write.add_to(&mut txn);
+        if let Some(affinity) = affinity {
+            txn.ops.push(TxnOp::Put {
+                key: affinity.to_string(),
+                value: String::new(),
+            });
+        }
+        if delta != 0 {
+            self.handle_change(&mut txn, handle, cidr, delta).await?;
+        }
+        Ok(txn.commit(self.store()).await?)
+    }
+
+    /// Adds the handle record's change (its count in `cidr` moved by `delta`) to `txn`.
+    async fn handle_change(
+        &self,
+        txn: &mut Txn,
+        handle: &str,
+        cidr: &IpNet,
+        delta: i64,
+    ) -> Result<(), IpamError> {
+        let stored = self.read_handle(handle).await?;
+        let revision = stored.as_ref().map(|s| s.revision);
+        let mut record = stored.map_or_else(
+            || AllocationHandle {
+                id: handle.to_owned(),
+                block: BTreeMap::new(),
+            },
+            |s| s.value,
+        );
+        let count = record.block.entry(*cidr).or_default();
+        *count = count.saturating_add_signed(delta);
+        if *count == 0 {
+            record.block.remove(cidr);
+        }
+        handle_write(txn, handle, revision, &record);
+        Ok(())
+    }
+
+    fn contention(&self, operation: &'static str, what: impl std::fmt::Display) -> IpamError {
+        IpamError::Contention {
+            operation,
+            attempts: self.attempts,
+            key: what.to_string(),
+        }
+    }
+}
+
+/// A transaction being put together.
+#[derive(Default)]
+struct Txn {
+    compares: Vec<Compare>,
+    ops: Vec<TxnOp>,
+}
+
+impl Txn {
+    async fn commit(self, store: &dyn Datastore) -> Result<bool, calico_datastore::DatastoreError> {
+        store.transaction(&self.compares, &self.ops).await
+    }
+}
+
+/// A block to write, created or updated from a read revision.
+struct BlockWrite {
+    key: String,
+    value: String,
+    expect: Expect,
+}
+
+impl BlockWrite {
+    fn create(block: &AllocationBlock) -> BlockWrite {
+        BlockWrite::new(block, Expect::Absent)
+    }
+
+    fn update(block: &AllocationBlock, revision: i64) -> BlockWrite {
+        BlockWrite::new(block, Expect::ModRevision(revision))
+    }
+
+    fn new(block: &AllocationBlock, expect: Expect) -> BlockWrite {
+        BlockWrite {
+            key: Key::Block { cidr: block.cidr }.to_string(),
+            value: serde_json::to_string(block).expect("a block serialises"),
+            expect,
+        }
+    }
+
+    fn add_to(self, txn: &mut Txn) {
+        txn.compares.push(Compare {
+            key: self.key.clone(),
+            expect: self.expect,
+        });
+        txn.ops.push(TxnOp::Put {
+            key: self.key,
+            value: self.value,
+        });
+    }
+}
+
+/// Writes (or, when it counts nothing, deletes) a handle record read at `revision`.
+fn handle_write(txn: &mut Txn, handle: &str, revision: Option<i64>, record: &AllocationHandle) {
+    let key = Key::Handle {
+        handle: handle.to_owned(),
+    }
+    .to_string();
+    txn.compares.push(Compare {
+        key: key.clone(),
+        expect: revision.map_or(Expect::Absent, Expect::ModRevision),
+    });
+    if record.block.is_empty() {
+        if revision.is_some() {
+            txn.ops.push(TxnOp::Delete { key });
+        }
+    } else {
+        let value = serde_json::to_string(record).expect("a handle serialises");
+        txn.ops.push(TxnOp::Put { key, value });
+    }
+}
+
+fn attribute(handle: &str, attributes: &BTreeMap<String, String>) -> AllocationAttribute {
+    AllocationAttribute {
+        primary: Some(handle.to_owned()),
+        secondary: (!attributes.is_empty()).then(|| attributes.clone()),
+    }
+}
+
+fn check_handle(handle: &str) -> Result<(), IpamError> {
+    calico_model::names::validate_handle_id(handle).map_err(|e| IpamError::InvalidHandle {
+        handle: handle.to_owned(),
+        reason: e.reason,
+    })
+}
+
+fn parse<T>(pair: &KvPair) -> Result<T, IpamError>
+where
+    T: serde::de::DeserializeOwned + calico_model::Validate,
+{
+    from_json(&pair.value).map_err(|e| IpamError::Corrupt {
+        key: pair.key.clone(),
+        reason: e.to_string(),
+    })
+}
+
+fn ip_family(version: IpVersion) -> &'static str {
+    match version {
+        IpVersion::V4 => "ipv4",
+        IpVersion::V6 => "ipv6",
+    }
+}
+
+fn to_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn describe_pools(pools: &[IpPool]) -> String {
+    let cidrs: Vec<String> = pools.iter().map(|p| p.cidr.to_string()).collect();
+    cidrs.join(", ")
+}
+
+/// An unclaimed block of `pool`, searched from a place that depends on the host, so that hosts
+/// claiming at once mostly want different blocks and each host's blocks tend to be adjacent.
+fn free_block(pool: &IpPool, existing: &BTreeSet<IpNet>, host: &str) -> Option<IpNet> {
+    let prefix = block::block_prefix(&pool.cidr);
+    let bits = u32::from(prefix - pool.cidr.prefix_len());
+    let count: u128 = 1u128.checked_shl(bits).unwrap_or(u128::MAX);
+    let taken = existing.iter().filter(|c| pool.cidr.contains(*c)).count() as u128;
+    if taken >= count {
+        return None;
+    }
+    let step_bits = u32::from(pool.cidr.max_prefix_len() - prefix);
+    let base = match pool.cidr.network() {
+        IpAddr::V4(a) => u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
+    };
+    let start = u128::from(fnv(host)) % count;
+    // At most `taken` candidates are claimed, so one of the first `taken + 1` is free.
+    (0..=taken).find_map(|i| {
+        let index = (start + i) % count;
+        let network = base + (index << step_bits);
+        let addr = match pool.cidr {
+            IpNet::V4(_) => IpAddr::V4((network as u32).into()),
+            IpNet::V6(_) => IpAddr::V6(network.into()),
+        };
+        let cidr = IpNet::new(addr, prefix).expect("valid prefix");
+        (!existing.contains(&cidr)).then_some(cidr)
+    })
+}
+
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Waits a little before retrying after a lost race, longer after repeated losses (with jitter
+/// so that racing writers spread out).
+async fn backoff(attempt: u32) {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let ceiling = 2u64.saturating_pow(attempt.min(6)); // 2..64 ms
+    let millis = u64::from(nanos) % ceiling;
+    tokio::time::sleep(Duration::from_millis(millis)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(cidr: &str) -> IpPool {
+        IpPool::new(cidr.parse().unwrap())
+    }
+
+    #[test]
+    fn a_free_block_is_found_whatever_the_host_hashes_to() {
+        let pool = pool("10.0.0.0/24");
+        let mut existing = BTreeSet::new();
+        for _ in 0..4 {
+            let cidr = free_block(&pool, &existing, "host-a").unwrap();
+            assert!(pool.cidr.contains(&cidr) && cidr.prefix_len() == 26);
+            assert!(existing.insert(cidr), "{cidr} found twice");
+        }
+        assert_eq!(free_block(&pool, &existing, "host-b"), None);
+    }
+
+    #[test]
+    fn huge_ipv6_pools_are_searched_without_enumerating_them() {
+        let pool = pool("fd00::/48");
+        let cidr = free_block(&pool, &BTreeSet::new(), "h").unwrap();
+        assert_eq!(cidr.prefix_len(), 122);
+        assert!(pool.cidr.contains(&cidr));
+    }
+}

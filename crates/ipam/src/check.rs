@@ -1,0 +1,285 @@
+//! `calicoctl ipam check`: what the blocks, handles and affinities say against each other and
+//! against the workload endpoints that use the addresses. The audit is a pure function; the
+//! gathering and the repairs are in [`Ipam::check`] and [`Ipam::fix`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use calico_model::Key;
+use calico_model::endpoint::WorkloadEndpoint;
+use calico_model::from_json;
+use calico_model::ipam::{AllocationBlock, AllocationHandle};
+use ipnet::IpNet;
+
+use crate::allocator::Ipam;
+use crate::block;
+use crate::error::IpamError;
+
+/// An assigned address no workload endpoint uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leak {
+    pub ip: IpAddr,
+    pub handle: Option<String>,
+    pub block: IpNet,
+}
+
+/// A handle record whose counts differ from what the blocks hold for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandleMismatch {
+    pub handle: String,
+    /// What `/calico/ipam/v2/handle/<id>` says (empty when the record is missing).
+    pub recorded: BTreeMap<IpNet, u64>,
+    /// What the blocks hold.
+    pub actual: BTreeMap<IpNet, u64>,
+}
+
+/// Everything `check` found; empty when IPAM is consistent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    pub leaks: Vec<Leak>,
+    pub handle_mismatches: Vec<HandleMismatch>,
+    /// Affinity keys whose block does not exist, or whose block names another host.
+    pub stale_affinities: Vec<(String, IpNet)>,
+    /// Endpoint addresses inside a block that the block does not have assigned (cannot be
+    /// fixed automatically: assign them with `calicoctl ipam assign`).
+    pub unassigned_in_use: Vec<(IpAddr, String)>,
+}
+
+impl Report {
+    pub fn is_clean(&self) -> bool {
+        self.leaks.is_empty()
+            && self.handle_mismatches.is_empty()
+            && self.stale_affinities.is_empty()
+            && self.unassigned_in_use.is_empty()
+    }
+}
+
+/// Compares blocks, handle records, affinities and the addresses endpoints use
+/// (address → endpoint key).
+pub fn audit(
+    blocks: &[AllocationBlock],
+    handles: &[AllocationHandle],
+    affinities: &[(String, IpNet)],
+    in_use: &BTreeMap<IpAddr, String>,
+) -> Report {
+    let mut report = Report::default();
+    let mut actual: BTreeMap<String, BTreeMap<IpNet, u64>> = BTreeMap::new();
+    for b in blocks {
+        for (handle, count) in block::handle_counts(b) {
+            actual.entry(handle).or_default().insert(b.cidr, count);
+        }
+        for (ip, attribute) in block::allocated(b) {
+            if !in_use.contains_key(&ip) {
+                report.leaks.push(Leak {
+                    ip,
+                    handle: attribute.primary.clone(),
+                    block: b.cidr,
+                });
+            }
+        }
+    }
+    for (ip, endpoint) in in_use {
+        let holder = blocks.iter().find(|b| b.cidr.contains(ip));
+        if let Some(b) = holder
+            && let Some(ordinal) = block::ordinal_of(&b.cidr, *ip)
+            && b.allocations[ordinal].is_none()
+        {
+            report.unassigned_in_use.push((*ip, endpoint.clone()));
+        }
+    }
+    let recorded: BTreeMap<&str, &AllocationHandle> =
+        handles.iter().map(|h| (h.id.as_str(), h)).collect();
+    let ids: BTreeSet<&str> = recorded
+        .keys()
+        .copied()
+        .chain(actual.keys().map(String::as_str))
+        .collect();
+    for id in ids {
+        let recorded = recorded
+            .get(id)
+            .map(|h| h.block.clone())
+            .unwrap_or_default();
+        let actual = actual.get(id).cloned().unwrap_or_default();
+        if recorded != actual {
+            report.handle_mismatches.push(HandleMismatch {
+                handle: id.to_owned(),
+                recorded,
+                actual,
+            });
+        }
+    }
+    for (host, cidr) in affinities {
+        let owner = blocks.iter().find(|b| b.cidr == *cidr).map(|b| b.host());
+        if owner != Some(Some(host.as_str())) {
+            report.stale_affinities.push((host.clone(), *cidr));
+        }
+    }
+    report
+}
+
+/// What `fix` changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fixed {
+    pub released: usize,
+    pub handles_rewritten: usize,
+    pub affinities_removed: usize,
+}
+
+impl Ipam {
+    /// Reads blocks, handles, affinities and workload endpoints, and audits them.
+    pub async fn check(&self) -> Result<Report, IpamError> {
+        let blocks = self.all_blocks().await?;
+        let store = self.store();
+        let mut handles = Vec::new();
+        for pair in store
+            .list(&format!("{}/handle/", calico_model::key::IPAM_V2))
+            .await?
+        {
+            match from_json::<AllocationHandle>(&pair.value) {
+                Ok(handle) => handles.push(handle),
+                Err(e) => tracing::warn!(key = %pair.key, "ignoring an invalid handle: {e}"),
+            }
+        }
+        let mut affinities = Vec::new();
+        for pair in store
+            .list(&format!("{}/host/", calico_model::key::IPAM_V2))
+            .await?
+        {
+            if let Ok(Key::BlockAffinity { hostname, cidr }) = Key::parse(&pair.key) {
+                affinities.push((hostname, cidr));
+            }
+        }
+        let mut in_use = BTreeMap::new();
+        for pair in store.list("/calico/v1/host/").await? {
+            if !matches!(Key::parse(&pair.key), Ok(Key::WorkloadEndpoint(_))) {
+                continue;
+            }
+            let Ok(endpoint) = from_json::<WorkloadEndpoint>(&pair.value) else {
+                continue;
+            };
+            for net in endpoint.ipv4_nets.iter().chain(&endpoint.ipv6_nets) {
+                in_use.insert(net.addr(), pair.key.clone());
+            }
+        }
+        Ok(audit(&blocks, &handles, &affinities, &in_use))
+    }
+
+    /// Repairs what `report` found: releases leaked addresses, rewrites handle records from
+    /// the blocks, removes stale affinities. Each repair is a compare-and-swap, so a change
+    /// made since the check is not overwritten (run check again to see what is left).
+    pub async fn fix(&self, report: &Report) -> Result<Fixed, IpamError> {
+        let mut fixed = Fixed::default();
+        let leaked: Vec<IpAddr> = report.leaks.iter().map(|l| l.ip).collect();
+        fixed.released = self.release_ips(&leaked).await?.len();
+        if !report.handle_mismatches.is_empty() {
+            fixed.handles_rewritten = self.rewrite_handles(report).await?;
+        }
+        let store = self.store();
+        for (hostname, cidr) in &report.stale_affinities {
+            let key = Key::BlockAffinity {
+                hostname: hostname.clone(),
+                cidr: *cidr,
+            };
+            if store.delete(&key.to_string()).await? {
+                fixed.affinities_removed += 1;
+            }
+        }
+        Ok(fixed)
+    }
+
+    /// Sets each mismatched handle record to what the blocks hold now.
+    async fn rewrite_handles(&self, report: &Report) -> Result<usize, IpamError> {
+        let blocks = self.all_blocks().await?;
+        let store = self.store();
+        let mut rewritten = 0;
+        for mismatch in &report.handle_mismatches {
+            let actual: BTreeMap<IpNet, u64> = blocks
+                .iter()
+                .filter_map(|b| {
+                    let count = *block::handle_counts(b).get(&mismatch.handle)?;
+                    Some((b.cidr, count))
+                })
+                .collect();
+            let key = Key::Handle {
+                handle: mismatch.handle.clone(),
+            }
+            .to_string();
+            let current = store.get(&key).await?;
+            let expect = current
+                .as_ref()
+                .map_or(calico_datastore::Expect::Absent, |p| {
+                    calico_datastore::Expect::ModRevision(p.mod_revision)
+                });
+            let done = if actual.is_empty() {
+                match current {
+                    Some(pair) => store.compare_and_delete(&key, pair.mod_revision).await?,
+                    None => false,
+                }
+            } else {
+                let record = AllocationHandle {
+                    id: mismatch.handle.clone(),
+                    block: actual,
+                };
+                let value = serde_json::to_string(&record).expect("a handle serialises");
+                store.compare_and_swap(&key, expect, &value).await?
+            };
+            rewritten += usize::from(done);
+        }
+        Ok(rewritten)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use calico_model::ipam::AllocationAttribute;
+
+    fn attribute(handle: &str) -> AllocationAttribute {
+        AllocationAttribute {
+            primary: Some(handle.to_owned()),
+            secondary: None,
+        }
+    }
+
+    #[test]
+    fn unused_addresses_wrong_counts_and_stale_affinities_are_reported() {
+        let cidr: IpNet = "10.0.0.0/30".parse().unwrap();
+        let mut b = block::empty_block(cidr, Some("h1"), false);
+        let used = block::assign(&mut b, 1, &attribute("a"))[0];
+        let leaked = block::assign(&mut b, 1, &attribute("b"))[0];
+        let handles = vec![AllocationHandle {
+            id: "a".into(),
+            block: [(cidr, 2)].into(),
+        }];
+        let in_use = [
+            (
+                used,
+                "/calico/v1/host/h1/workload/cni/x/endpoint/eth0".to_owned(),
+            ),
+            (
+                "10.0.0.3".parse().unwrap(),
+                "/calico/v1/host/h1/workload/cni/y/endpoint/eth0".to_owned(),
+            ),
+        ]
+        .into();
+        let affinities = [("h1".to_owned(), cidr), ("h2".to_owned(), cidr)];
+        let report = audit(&[b], &handles, &affinities, &in_use);
+        assert_eq!(
+            report.leaks,
+            [Leak {
+                ip: leaked,
+                handle: Some("b".into()),
+                block: cidr
+            }]
+        );
+        let mismatched: Vec<&str> = report
+            .handle_mismatches
+            .iter()
+            .map(|m| m.handle.as_str())
+            .collect();
+        assert_eq!(mismatched, ["a", "b"]);
+        assert_eq!(report.stale_affinities, [("h2".to_owned(), cidr)]);
+        assert_eq!(report.unassigned_in_use.len(), 1);
+        assert!(!report.is_clean());
+    }
+}

@@ -1,0 +1,70 @@
+//! Why an IPAM operation failed, in words that say what to do next.
+
+use std::net::IpAddr;
+
+use calico_datastore::DatastoreError;
+use calico_model::IpVersion;
+use ipnet::IpNet;
+
+/// An IPAM operation failed; nothing it wrote is left half-done.
+#[derive(Debug, thiserror::Error)]
+pub enum IpamError {
+    #[error(transparent)]
+    Datastore(#[from] DatastoreError),
+    /// Fewer free addresses than asked for; what was assigned has been released again.
+    #[error(
+        "asked for {wanted} {version} address(es) for handle {handle}, but only {found} could be \
+         assigned from pools {pools}{why}; add a pool or free addresses (calicoctl ipam show, \
+         calicoctl ipam check)"
+    )]
+    Exhausted {
+        version: IpVersion,
+        handle: String,
+        wanted: usize,
+        found: usize,
+        pools: String,
+        why: &'static str,
+    },
+    /// No pool of this version hands out addresses.
+    #[error(
+        "no enabled {version} pool: add one at /calico/v1/ipam/{}/pool/<cidr>",
+        family_segment(*version)
+    )]
+    NoPool { version: IpVersion },
+    /// A requested pool does not exist.
+    #[error("{field}: {cidr} is not a configured IP pool")]
+    UnknownPool { field: &'static str, cidr: IpNet },
+    /// A requested pool (or the pool of a requested address) is disabled.
+    #[error("{field}: pool {cidr} is disabled: it gives out no new addresses")]
+    DisabledPool { field: &'static str, cidr: IpNet },
+    /// A specific address outside every pool.
+    #[error("{ip} is in no configured IP pool")]
+    NotInPool { ip: IpAddr },
+    /// A specific address that is already assigned.
+    #[error("{ip} is already assigned{}", handle.as_ref().map(|h| format!(" to handle {h}")).unwrap_or_default())]
+    InUse { ip: IpAddr, handle: Option<String> },
+    /// Concurrent writers kept changing what this operation read.
+    #[error(
+        "{operation}: gave up after {attempts} attempts, other writers kept changing {key}; try again"
+    )]
+    Contention {
+        operation: &'static str,
+        attempts: u32,
+        key: String,
+    },
+    /// A stored IPAM object does not parse or validate.
+    #[error(
+        "{key} holds an invalid value: {reason}; repair it with calicoctl ipam check --fix or by hand"
+    )]
+    Corrupt { key: String, reason: String },
+    /// A handle id that cannot be a key segment.
+    #[error("handle {handle:?}: {reason}")]
+    InvalidHandle { handle: String, reason: String },
+}
+
+fn family_segment(version: IpVersion) -> &'static str {
+    match version {
+        IpVersion::V4 => "v4",
+        IpVersion::V6 => "v6",
+    }
+}

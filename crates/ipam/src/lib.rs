@@ -1,0 +1,22 @@
+//! IP address management in the Calico datastore (seeds 001, 003, 004).
+//!
+//! | module | owns |
+//! | --- | --- |
+//! | `block` | pure operations on one allocation block: ordinals, assign, release, counts |
+//! | `allocator` | [`Ipam`]: auto-assign, assign one address, release by address or handle, affinities |
+//! | `check` | the consistency audit behind `calicoctl ipam check` and its repairs |
+//! | `error` | [`IpamError`] |
+//!
+//! Pools live at `/calico/v1/ipam/v4|v6/pool/<cidr>`; each host claims /26 (IPv4) or /122
+//! (IPv6) blocks of them at `/calico/ipam/v2/assignment/…/block/<cidr>`, recording its affinity
+//! at `/calico/ipam/v2/host/<host>/…/block/<cidr>`; every allocation belongs to a handle whose
+//! record at `/calico/ipam/v2/handle/<id>` counts its addresses per block.
+
+pub mod allocator;
+pub mod block;
+pub mod check;
+pub mod error;
+
+pub use allocator::{AssignRequest, Assigned, DEFAULT_ATTEMPTS, Ipam};
+pub use check::{Fixed, HandleMismatch, Leak, Report, audit};
+pub use error::IpamError;
