@@ -62,6 +62,76 @@ pub enum Command {
         #[command(subcommand)]
         command: PolicyCommand,
     },
+    /// IP address management: assign, release, show usage, check for leaks
+    Ipam {
+        #[command(subcommand)]
+        command: IpamCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IpamCommand {
+    /// Assign one given address (--ip) or a number of addresses from the pools (--ipv4/--ipv6)
+    Assign(IpamAssignArgs),
+    /// Release addresses (--ip, repeatable) or everything assigned to a handle (--handle)
+    Release(IpamReleaseArgs),
+    /// Show per-pool and per-block usage, or what one address is assigned to (--ip)
+    Show(IpamShowArgs),
+    /// Report leaked addresses (assigned but used by no workload endpoint), handle records that
+    /// disagree with the blocks, and stale affinities; exits 1 when something is wrong.
+    /// An address assigned by a CNI ADD still in progress looks leaked for that moment.
+    Check(IpamCheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct IpamAssignArgs {
+    /// The handle the addresses are assigned under (release them with --handle later)
+    #[arg(long)]
+    pub handle: String,
+    /// The address to assign (it must lie in an enabled pool)
+    #[arg(long, conflicts_with_all = ["ipv4", "ipv6"])]
+    pub ip: Option<std::net::IpAddr>,
+    /// How many IPv4 addresses to assign automatically
+    #[arg(long, default_value_t = 0)]
+    pub ipv4: usize,
+    /// How many IPv6 addresses to assign automatically
+    #[arg(long, default_value_t = 0)]
+    pub ipv6: usize,
+    /// The host whose blocks are used (default: this machine's hostname)
+    #[arg(long)]
+    pub host: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["ip", "handle"])))]
+pub struct IpamReleaseArgs {
+    /// An address to release (repeatable)
+    #[arg(long)]
+    pub ip: Vec<std::net::IpAddr>,
+    /// Release every address of this handle
+    #[arg(long)]
+    pub handle: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct IpamShowArgs {
+    /// Show the handle and attributes of this address instead of the usage
+    #[arg(long)]
+    pub ip: Option<std::net::IpAddr>,
+    /// Also list every block with its host and usage
+    #[arg(long)]
+    pub blocks: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct IpamCheckArgs {
+    /// Repair what was found (release leaked addresses, rewrite handle records from the blocks,
+    /// remove stale affinities) after asking for confirmation
+    #[arg(long)]
+    pub fix: bool,
+    /// Do not ask for confirmation before --fix repairs
+    #[arg(long, short, requires = "fix")]
+    pub yes: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -37,6 +37,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Command::Policy {
                     command: PolicyCommand::Explain(args),
                 } => commands::explain::run(store.as_ref(), &args, &mut out).await,
+                Command::Ipam { command } => {
+                    commands::ipam::run(store.into(), command, &mut out).await
+                }
                 Command::Selector { .. } | Command::Validate(_) => unreachable!("handled above"),
             }
         }

@@ -53,7 +53,7 @@ async fn run(args: Args, logging: &Logging) -> anyhow::Result<()> {
         file: read_config_file(args.config_file)?,
         ..Inputs::default()
     };
-    let hostname = machine_hostname();
+    let hostname = calico_linux::hostname();
     let bootstrap = Bootstrap::load(&inputs, &hostname)?;
     tracing::info!(endpoints = ?bootstrap.etcd_endpoints, hostname = %bootstrap.hostname, "connecting to etcd");
     let store = agent::connect(&bootstrap).await;
@@ -74,11 +74,4 @@ fn read_config_file(given: Option<PathBuf>) -> anyhow::Result<Option<(PathBuf, S
         Err(err) if !explicit && err.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(err) => Err(err).with_context(|| format!("cannot read config file {}", path.display())),
     }
-}
-
-/// The kernel's hostname (the UTS namespace's), as Felix 1.x took it from `gethostname()`.
-fn machine_hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "localhost".to_owned())
 }

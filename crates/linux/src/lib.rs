@@ -18,3 +18,11 @@ pub use rtnl::{
     Link, LinkEvent, LinkEvents, Neighbour, Netlink, NetlinkError, ROUTE_PROTOCOL, Route, in_netns,
 };
 pub use sysctl::{SysctlError, get_sysctl, set_sysctl};
+
+/// The kernel's hostname (the UTS namespace's), as Calico 1.x took it from `gethostname()`:
+/// the default name of this host in the datastore.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned())
+}

@@ -4,6 +4,7 @@
 pub mod delete;
 pub mod explain;
 pub mod get;
+pub mod ipam;
 pub mod load;
 pub mod put;
 pub mod selector;

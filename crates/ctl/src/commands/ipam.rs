@@ -1,0 +1,271 @@
+//! `calicoctl ipam assign|release|show|check`: the operator's view of IPAM, over the same
+//! [`Ipam`] the CNI plugin uses.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use calico_datastore::Datastore;
+use calico_ipam::{AssignRequest, Ipam, Report, block};
+use calico_model::IpVersion;
+use calico_model::ipam::AllocationBlock;
+use ipnet::IpNet;
+
+use crate::cli::{IpamAssignArgs, IpamCheckArgs, IpamCommand, IpamReleaseArgs, IpamShowArgs};
+
+pub async fn run(
+    store: Arc<dyn Datastore>,
+    command: IpamCommand,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let ipam = Ipam::new(store);
+    match command {
+        IpamCommand::Assign(args) => assign(&ipam, &args, out).await,
+        IpamCommand::Release(args) => release(&ipam, &args, out).await,
+        IpamCommand::Show(args) => show(&ipam, &args, out).await,
+        IpamCommand::Check(args) => {
+            let mut stdin = std::io::stdin().lock();
+            check(&ipam, &args, &mut stdin, out).await
+        }
+    }
+}
+
+async fn assign(
+    ipam: &Ipam,
+    args: &IpamAssignArgs,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let host = args.host.clone().unwrap_or_else(calico_linux::hostname);
+    if let Some(ip) = args.ip {
+        ipam.assign_ip(ip, &args.handle, &BTreeMap::new(), &host)
+            .await?;
+        writeln!(out, "{ip}")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.ipv4 == 0 && args.ipv6 == 0 {
+        anyhow::bail!("nothing to assign: give --ip ADDRESS, or --ipv4 N and/or --ipv6 N");
+    }
+    let request = AssignRequest {
+        host,
+        handle: args.handle.clone(),
+        ipv4: args.ipv4,
+        ipv6: args.ipv6,
+        ..AssignRequest::default()
+    };
+    let assigned = ipam.auto_assign(&request).await?;
+    for ip in assigned.ipv4.iter().chain(&assigned.ipv6) {
+        writeln!(out, "{ip}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn release(
+    ipam: &Ipam,
+    args: &IpamReleaseArgs,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let mut released = 0;
+    if let Some(handle) = &args.handle {
+        let freed = ipam.release_by_handle(handle).await?;
+        for ip in &freed {
+            writeln!(out, "released {ip} (handle {handle})")?;
+        }
+        released += freed.len();
+    }
+    let freed = ipam.release_ips(&args.ip).await?;
+    for (ip, handle) in &freed {
+        let handle = handle.as_deref().unwrap_or("none");
+        writeln!(out, "released {ip} (handle {handle})")?;
+    }
+    released += freed.len();
+    for ip in args
+        .ip
+        .iter()
+        .filter(|ip| !freed.iter().any(|(f, _)| f == *ip))
+    {
+        writeln!(out, "{ip} was not assigned")?;
+    }
+    writeln!(out, "{released} address(es) released")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn show(ipam: &Ipam, args: &IpamShowArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    if let Some(ip) = args.ip {
+        match ipam.ip_info(ip).await? {
+            None => writeln!(out, "{ip} is not assigned")?,
+            Some(attribute) => {
+                let handle = attribute.primary.as_deref().unwrap_or("none");
+                writeln!(out, "{ip} is assigned to handle {handle}")?;
+                for (name, value) in attribute.secondary.iter().flatten() {
+                    writeln!(out, "  {name}: {value}")?;
+                }
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let blocks = ipam.all_blocks().await?;
+    writeln!(
+        out,
+        "{:<28} {:>10} {:>7} {:>10} {:>6}  STATE",
+        "POOL", "ADDRESSES", "BLOCKS", "ASSIGNED", "USED"
+    )?;
+    for version in [IpVersion::V4, IpVersion::V6] {
+        for pool in ipam.pools(version).await? {
+            let mine: Vec<&AllocationBlock> = blocks
+                .iter()
+                .filter(|b| pool.cidr.contains(&b.cidr))
+                .collect();
+            let assigned: usize = mine.iter().map(|b| used(b)).sum();
+            let size = pool_size(&pool.cidr);
+            let state = if pool.assigns_addresses() {
+                "enabled"
+            } else {
+                "disabled"
+            };
+            writeln!(
+                out,
+                "{:<28} {:>10} {:>7} {:>10} {:>6}  {state}",
+                pool.cidr.to_string(),
+                size,
+                mine.len(),
+                assigned,
+                percent(assigned as f64, &size),
+            )?;
+        }
+    }
+    if args.blocks {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{:<28} {:<24} {:>10} {:>10}",
+            "BLOCK", "HOST", "ADDRESSES", "ASSIGNED"
+        )?;
+        for b in &blocks {
+            writeln!(
+                out,
+                "{:<28} {:<24} {:>10} {:>10}",
+                b.cidr.to_string(),
+                b.host().unwrap_or("(none)"),
+                b.allocations.len(),
+                used(b),
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn used(block: &AllocationBlock) -> usize {
+    block.allocations.len() - block::free_count(block)
+}
+
+/// The number of addresses in a pool, as text (IPv6 pools are too big to count in a u64).
+fn pool_size(cidr: &IpNet) -> String {
+    let bits = u32::from(cidr.max_prefix_len() - cidr.prefix_len());
+    match 1u128.checked_shl(bits) {
+        Some(n) if bits < 64 => n.to_string(),
+        _ => format!("2^{bits}"),
+    }
+}
+
+fn percent(assigned: f64, size: &str) -> String {
+    match size.parse::<f64>() {
+        Ok(size) if size > 0.0 => format!("{:.0}%", 100.0 * assigned / size),
+        _ => "0%".to_owned(),
+    }
+}
+
+async fn check(
+    ipam: &Ipam,
+    args: &IpamCheckArgs,
+    answers: &mut impl BufRead,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let report = ipam.check().await?;
+    if report.is_clean() {
+        let blocks = ipam.all_blocks().await?;
+        let assigned: usize = blocks.iter().map(used).sum();
+        writeln!(
+            out,
+            "IPAM is consistent: {} block(s), {assigned} address(es) assigned, all in use by workload endpoints",
+            blocks.len()
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    print_report(&report, out)?;
+    if !args.fix {
+        writeln!(out, "run `calicoctl ipam check --fix` to repair")?;
+        return Ok(ExitCode::FAILURE);
+    }
+    if !args.yes {
+        write!(
+            out,
+            "release {} address(es), rewrite {} handle record(s), remove {} affinity(ies)? [y/N] ",
+            report.leaks.len(),
+            report.handle_mismatches.len(),
+            report.stale_affinities.len()
+        )?;
+        out.flush()?;
+        let mut answer = String::new();
+        answers.read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            writeln!(out, "nothing changed")?;
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    let fixed = ipam.fix(&report).await?;
+    writeln!(
+        out,
+        "released {} address(es), rewrote {} handle record(s), removed {} affinity(ies)",
+        fixed.released, fixed.handles_rewritten, fixed.affinities_removed
+    )?;
+    let left = ipam.check().await?;
+    if left.is_clean() {
+        writeln!(out, "IPAM is consistent now")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(out, "still to look at:")?;
+    print_report(&left, out)?;
+    Ok(ExitCode::FAILURE)
+}
+
+fn print_report(report: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    for leak in &report.leaks {
+        let handle = leak.handle.as_deref().unwrap_or("none");
+        writeln!(
+            out,
+            "leaked: {} (handle {handle}, block {}) is assigned but no workload endpoint uses it",
+            leak.ip, leak.block
+        )?;
+    }
+    for m in &report.handle_mismatches {
+        writeln!(
+            out,
+            "handle {}: its record counts {} but the blocks hold {}",
+            m.handle,
+            counts(&m.recorded),
+            counts(&m.actual)
+        )?;
+    }
+    for (host, cidr) in &report.stale_affinities {
+        writeln!(
+            out,
+            "stale affinity: host {host} claims block {cidr}, which does not exist or belongs to another host"
+        )?;
+    }
+    for (ip, endpoint) in &report.unassigned_in_use {
+        writeln!(
+            out,
+            "unassigned: {ip} is used by {endpoint} but free in its block (assign it: calicoctl ipam assign --ip {ip} --handle <id>)"
+        )?;
+    }
+    Ok(())
+}
+
+fn counts(map: &BTreeMap<IpNet, u64>) -> String {
+    if map.is_empty() {
+        return "nothing".to_owned();
+    }
+    let parts: Vec<String> = map.iter().map(|(b, n)| format!("{n} in {b}")).collect();
+    parts.join(", ")
+}
