@@ -17,12 +17,16 @@ declare -A NEEDED=(
   [ping]=iputils-ping          # the lab's connectivity probes (ICMP)
   [sysctl]=procps              # the lab sets host sysctls
   [iperf3]=iperf3              # the lab's throughput benchmark
+  [nsenter]=util-linux         # kernel tools inside a container's namespace file (CNI_NETNS)
 )
 
 missing=()
 for tool in "${!NEEDED[@]}"; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("${NEEDED[$tool]}")
 done
+
+# The reference CNI plugins (ptp, host-local): delegated-IPAM tests and the CNI benchmark.
+[[ -x /usr/lib/cni/host-local ]] || missing+=(containernetworking-plugins)
 
 # protoc needs the well-known .proto files (google/protobuf/descriptor.proto, ...)
 [[ -f /usr/include/google/protobuf/descriptor.proto ]] || missing+=(libprotobuf-dev)

@@ -390,6 +390,26 @@ impl Ipam {
         Err(self.contention("release-by-handle", handle))
     }
 
+    /// Every address assigned to `handle`, in block order.
+    pub async fn addresses_of(&self, handle: &str) -> Result<Vec<IpAddr>, IpamError> {
+        check_handle(handle)?;
+        let Some(stored) = self.read_handle(handle).await? else {
+            return Ok(Vec::new());
+        };
+        let mut addresses = Vec::new();
+        for cidr in stored.value.block.keys() {
+            if let Some(block) = self.read_block(cidr).await? {
+                addresses.extend(
+                    block::allocated(&block.value)
+                        .into_iter()
+                        .filter(|(_, a)| a.primary.as_deref() == Some(handle))
+                        .map(|(ip, _)| ip),
+                );
+            }
+        }
+        Ok(addresses)
+    }
+
     /// The attribute (handle and details) an address is assigned with, if it is assigned.
     pub async fn ip_info(&self, ip: IpAddr) -> Result<Option<AllocationAttribute>, IpamError> {
         let Some(stored) = self.block_holding(ip).await? else {

@@ -2,35 +2,68 @@
 //! ran and what it printed.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// Where tools run: the current network namespace, or a named one.
+/// Where tools run: the current network namespace, a named one (`ip netns add <name>`), or the
+/// namespace behind a file (`/proc/<pid>/ns/net`, a bind mount like the `CNI_NETNS` of a
+/// container runtime).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Netns(Option<String>);
+pub struct Netns(Place);
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+enum Place {
+    #[default]
+    Current,
+    Named(String),
+    File(PathBuf),
+}
 
 impl Netns {
     /// The namespace this process is in.
     pub fn current() -> Netns {
-        Netns(None)
+        Netns(Place::Current)
     }
 
     /// A namespace made with `ip netns add <name>`.
     pub fn named(name: impl Into<String>) -> Netns {
-        Netns(Some(name.into()))
+        Netns(Place::Named(name.into()))
     }
 
-    /// The namespace's name, or `None` for the current one.
+    /// The namespace a file refers to.
+    pub fn at_path(path: impl Into<PathBuf>) -> Netns {
+        Netns(Place::File(path.into()))
+    }
+
+    /// The namespace's name, for a named one.
     pub fn name(&self) -> Option<&str> {
-        self.0.as_deref()
+        match &self.0 {
+            Place::Named(name) => Some(name),
+            _ => None,
+        }
+    }
+
+    /// The file to enter the namespace through, or `None` for the current one.
+    pub fn path(&self) -> Option<PathBuf> {
+        match &self.0 {
+            Place::Current => None,
+            Place::Named(name) => Some(Path::new("/run/netns").join(name)),
+            Place::File(path) => Some(path.clone()),
+        }
     }
 
     /// Runs `program args` with `input` on stdin; returns stdout.
     pub fn run(&self, program: &str, args: &[&str], input: &str) -> Result<String, CommandError> {
         let mut command = match &self.0 {
-            None => Command::new(program),
-            Some(ns) => {
+            Place::Current => Command::new(program),
+            Place::Named(ns) => {
                 let mut c = Command::new("ip");
                 c.args(["netns", "exec", ns, program]);
+                c
+            }
+            Place::File(path) => {
+                let mut c = Command::new("nsenter");
+                c.arg(format!("--net={}", path.display())).arg(program);
                 c
             }
         };
@@ -65,6 +98,16 @@ impl Netns {
             });
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+impl std::fmt::Display for Netns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Place::Current => f.write_str("the current namespace"),
+            Place::Named(name) => write!(f, "namespace {name}"),
+            Place::File(path) => write!(f, "namespace {}", path.display()),
+        }
     }
 }
 

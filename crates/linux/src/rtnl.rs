@@ -22,6 +22,9 @@ use rtnetlink::{Handle, MulticastGroup, RouteMessageBuilder};
 
 use crate::Netns;
 
+mod plumb;
+pub use plumb::GatewayRoute;
+
 /// The routing protocol number Calico's routes carry (`ip route … proto 80`): how Felix tells
 /// its routes from everyone else's, also after a restart.
 pub const ROUTE_PROTOCOL: u8 = 80;
@@ -91,10 +94,9 @@ pub fn in_netns<T: Send>(
     netns: &Netns,
     f: impl FnOnce() -> std::io::Result<T> + Send,
 ) -> std::io::Result<T> {
-    let Some(name) = netns.name() else {
+    let Some(path) = netns.path() else {
         return f();
     };
-    let path = format!("/run/netns/{name}");
     std::thread::scope(|scope| {
         scope
             .spawn(|| {
@@ -109,10 +111,7 @@ pub fn in_netns<T: Send>(
 }
 
 fn describe(netns: &Netns) -> String {
-    netns.name().map_or_else(
-        || "the current namespace".to_owned(),
-        |n| format!("namespace {n}"),
-    )
+    netns.to_string()
 }
 
 /// A netlink connection for routes, neighbours and links.

@@ -37,7 +37,7 @@ pub fn set_sysctl(netns: &Netns, path: &str, value: &str) -> Result<bool, Sysctl
 fn error(netns: &Netns, path: &str, e: std::io::Error) -> SysctlError {
     SysctlError {
         path: path.to_owned(),
-        netns: netns.name().unwrap_or("the current namespace").to_owned(),
+        netns: netns.to_string(),
         reason: e.to_string(),
     }
 }

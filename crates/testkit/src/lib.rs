@@ -28,6 +28,9 @@ const PACKAGES: &[(&str, &str)] = &[
     ("iptables-restore", "iptables"),
     ("ip6tables-restore", "iptables"),
     ("iptables-save", "iptables"),
+    ("nsenter", "util-linux"),
+    ("/usr/lib/cni/host-local", "containernetworking-plugins"),
+    ("/usr/lib/cni/ptp", "containernetworking-plugins"),
 ];
 
 /// Panics, naming the package to install, unless `name` is an executable on `PATH`.

@@ -1,0 +1,251 @@
+//! The network configuration on stdin: the CNI fields, Calico's etcd and node settings, and
+//! the `ipam` section that `calico-ipam` reads.
+
+use std::path::PathBuf;
+
+use calico_datastore::EtcdConfig;
+use ipnet::IpNet;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::spec::{CniError, CniResult, code};
+
+/// The largest stdin accepted: network configs are a few kilobytes.
+pub const MAX_CONFIG_BYTES: usize = 1 << 20;
+
+/// One network's configuration (a plugin entry of a config list, as the runtime passes it).
+#[derive(Debug, Clone, Deserialize)]
+pub struct NetConf {
+    #[serde(rename = "cniVersion", default)]
+    pub cni_version: String,
+    /// The network name: also the name of the Calico profile its workloads get.
+    pub name: String,
+    #[serde(rename = "type", default)]
+    pub plugin_type: String,
+    /// Comma-separated etcd endpoints (default: $ETCD_ENDPOINTS, else http://127.0.0.1:2379).
+    #[serde(default)]
+    pub etcd_endpoints: Option<String>,
+    /// The 1.x form: `host:port`, used with `etcd_scheme` (default http).
+    #[serde(default)]
+    pub etcd_authority: Option<String>,
+    #[serde(default)]
+    pub etcd_scheme: Option<String>,
+    #[serde(default)]
+    pub etcd_ca_cert_file: Option<PathBuf>,
+    #[serde(default)]
+    pub etcd_cert_file: Option<PathBuf>,
+    #[serde(default)]
+    pub etcd_key_file: Option<PathBuf>,
+    /// This host's name in the datastore (default: the kernel's hostname). `hostname` is the
+    /// older spelling.
+    #[serde(default, alias = "hostname")]
+    pub nodename: Option<String>,
+    /// debug, info, warning or error (default warning); logs go to stderr.
+    #[serde(default)]
+    pub log_level: Option<String>,
+    /// The MTU of the workload's interface (default: the kernel's veth default, 1500).
+    #[serde(default)]
+    pub mtu: Option<u32>,
+    #[serde(default)]
+    pub ipam: Option<IpamConf>,
+    /// DNS settings copied into the result.
+    #[serde(default)]
+    pub dns: Option<Value>,
+    #[serde(rename = "prevResult", default)]
+    pub prev_result: Option<Value>,
+}
+
+/// The `ipam` section.
+#[derive(Debug, Clone, Deserialize)]
+pub struct IpamConf {
+    #[serde(rename = "type")]
+    pub plugin_type: String,
+    /// Whether to assign an IPv4 address (default true); `"true"`/`"false"` strings too.
+    #[serde(default, deserialize_with = "flag")]
+    pub assign_ipv4: Option<bool>,
+    /// Whether to assign an IPv6 address (default false).
+    #[serde(default, deserialize_with = "flag")]
+    pub assign_ipv6: Option<bool>,
+    #[serde(default)]
+    pub ipv4_pools: Vec<IpNet>,
+    #[serde(default)]
+    pub ipv6_pools: Vec<IpNet>,
+}
+
+impl IpamConf {
+    pub fn ipv4(&self) -> bool {
+        self.assign_ipv4.unwrap_or(true)
+    }
+
+    pub fn ipv6(&self) -> bool {
+        self.assign_ipv6.unwrap_or(false)
+    }
+}
+
+/// A boolean written as JSON `true` or as the string `"true"` (Calico's examples quote it).
+fn flag<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<bool>, D::Error> {
+    match Value::deserialize(deserializer)? {
+        Value::Null => Ok(None),
+        Value::Bool(b) => Ok(Some(b)),
+        Value::String(s) if s.eq_ignore_ascii_case("true") => Ok(Some(true)),
+        Value::String(s) if s.eq_ignore_ascii_case("false") => Ok(Some(false)),
+        other => Err(serde::de::Error::custom(format!(
+            "expected true or false, got {other}"
+        ))),
+    }
+}
+
+impl NetConf {
+    /// Parses stdin; a malformed document is code 6, a wrong field code 7 naming the field.
+    pub fn parse(stdin: &[u8]) -> Result<NetConf, CniError> {
+        if stdin.len() > MAX_CONFIG_BYTES {
+            return Err(CniError::new(
+                code::DECODING_FAILURE,
+                format!("the network configuration is over {MAX_CONFIG_BYTES} bytes"),
+            ));
+        }
+        let value: Value = serde_json::from_slice(stdin).map_err(|e| {
+            CniError::new(
+                code::DECODING_FAILURE,
+                format!("the network configuration on stdin is not JSON: {e}"),
+            )
+        })?;
+        if !value.is_object() {
+            return Err(CniError::new(
+                code::DECODING_FAILURE,
+                "the network configuration on stdin is not a JSON object",
+            ));
+        }
+        let conf: NetConf = serde_path_to_error::deserialize(&value).map_err(|e| {
+            let path = e.path().to_string();
+            let field = if path == "." {
+                "network configuration".to_owned()
+            } else {
+                path
+            };
+            CniError::new(code::INVALID_CONFIG, format!("{field}: {}", e.inner()))
+        })?;
+        if conf.name.is_empty() {
+            return Err(CniError::new(
+                code::INVALID_CONFIG,
+                "name: must not be empty",
+            ));
+        }
+        if let Some(level) = &conf.log_level {
+            log_filter(level)?;
+        }
+        Ok(conf)
+    }
+
+    /// The `ipam` section, which ADD, DEL and CHECK need.
+    pub fn ipam(&self) -> Result<&IpamConf, CniError> {
+        self.ipam.as_ref().ok_or_else(|| {
+            CniError::new(
+                code::INVALID_CONFIG,
+                "ipam: missing (e.g. \"ipam\": {\"type\": \"calico-ipam\"})",
+            )
+        })
+    }
+
+    /// `prevResult`, parsed.
+    pub fn prev_result(&self) -> Result<Option<CniResult>, CniError> {
+        self.prev_result
+            .as_ref()
+            .map(|v| CniResult::from_json(v, "prevResult"))
+            .transpose()
+    }
+
+    /// How to reach etcd.
+    pub fn etcd(&self) -> Result<EtcdConfig, CniError> {
+        let endpoints = match (&self.etcd_endpoints, &self.etcd_authority) {
+            (Some(endpoints), _) => endpoints.clone(),
+            (None, Some(authority)) => {
+                let scheme = self.etcd_scheme.as_deref().unwrap_or("http");
+                format!("{scheme}://{authority}")
+            }
+            (None, None) => std::env::var("ETCD_ENDPOINTS")
+                .unwrap_or_else(|_| "http://127.0.0.1:2379".to_owned()),
+        };
+        let endpoints: Vec<String> = endpoints
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if endpoints.is_empty() {
+            return Err(CniError::new(code::INVALID_CONFIG, "etcd_endpoints: empty"));
+        }
+        Ok(EtcdConfig {
+            endpoints,
+            ca_file: self.etcd_ca_cert_file.clone(),
+            cert_file: self.etcd_cert_file.clone(),
+            key_file: self.etcd_key_file.clone(),
+            ..EtcdConfig::default()
+        })
+    }
+
+    /// This host's name in the datastore.
+    pub fn nodename(&self) -> String {
+        self.nodename
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(calico_linux::hostname)
+    }
+}
+
+/// The tracing filter for a `log_level` (code 7 for an unknown level).
+pub fn log_filter(level: &str) -> Result<&'static str, CniError> {
+    Ok(match level.to_ascii_lowercase().as_str() {
+        "debug" => "debug",
+        "info" => "info",
+        "warn" | "warning" => "warn",
+        "error" | "critical" | "fatal" => "error",
+        "none" | "off" => "off",
+        _ => {
+            return Err(CniError::new(
+                code::INVALID_CONFIG,
+                format!("log_level: {level:?} is not one of debug, info, warning, error, none"),
+            ));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_minimal_calico_config_parses_with_defaults() {
+        let conf = NetConf::parse(
+            br#"{"cniVersion": "0.3.1", "name": "net1", "type": "calico",
+                 "ipam": {"type": "calico-ipam", "assign_ipv6": "true"}}"#,
+        )
+        .unwrap();
+        let ipam = conf.ipam().unwrap();
+        assert!(ipam.ipv4() && ipam.ipv6());
+        assert_eq!(conf.nodename(), calico_linux::hostname());
+    }
+
+    #[test]
+    fn wrong_fields_are_named() {
+        let e = NetConf::parse(
+            br#"{"name": "n", "ipam": {"type": "calico-ipam", "ipv4_pools": ["10.0.0.0/33"]}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.code, 7);
+        assert!(e.msg.starts_with("ipam.ipv4_pools[0]: "), "{e:?}");
+        let e = NetConf::parse(br#"{"name": "n", "ipam": {"type": "x", "assign_ipv4": "maybe"}}"#)
+            .unwrap_err();
+        assert!(
+            e.msg
+                .starts_with("ipam.assign_ipv4: expected true or false"),
+            "{e:?}"
+        );
+        let e = NetConf::parse(br#"{"name": "n", "log_level": "loud"}"#).unwrap_err();
+        assert!(e.msg.starts_with("log_level: \"loud\""), "{e:?}");
+        let e = NetConf::parse(b"{").unwrap_err();
+        assert_eq!(e.code, 6);
+        let e = NetConf::parse(br#"{"cniVersion": "1.0.0"}"#).unwrap_err();
+        assert!(e.msg.contains("name"), "{e:?}");
+    }
+}

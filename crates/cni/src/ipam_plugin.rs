@@ -1,0 +1,165 @@
+//! The `calico-ipam` plugin: addresses from Calico IPAM, under the handle
+//! `<network>.<container id>`.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use calico_datastore::{Datastore, EtcdDatastore};
+use calico_ipam::{AssignRequest, Ipam, IpamError};
+use ipnet::IpNet;
+use serde_json::Value;
+
+use crate::config::NetConf;
+use crate::spec::{CniError, CniResult, Command, Env, IpConfig, code};
+use crate::workload::{Workload, handle_id};
+
+/// Connects to the datastore the config names (code 100 when it cannot).
+pub async fn connect(conf: &NetConf) -> Result<Arc<dyn Datastore>, CniError> {
+    let store = EtcdDatastore::connect(conf.etcd()?)
+        .await
+        .map_err(|e| CniError::new(code::DATASTORE, e.to_string()))?;
+    Ok(Arc::new(store))
+}
+
+/// One call of the plugin; returns what to print (nothing for DEL and CHECK).
+pub async fn run(env: &Env, conf: &NetConf) -> Result<Option<Value>, CniError> {
+    let ipam_conf = conf.ipam()?;
+    let nodename = conf.nodename();
+    let workload = Workload::from_env(env, &nodename)?;
+    let handle = handle_id(&conf.name, &env.container_id);
+    let ipam = Ipam::new(connect(conf).await?);
+    match env.command {
+        Command::Add => {
+            let mut attributes = BTreeMap::from([
+                ("container_id".to_owned(), env.container_id.clone()),
+                ("node".to_owned(), nodename.clone()),
+            ]);
+            if let Some((namespace, pod)) = &workload.pod {
+                attributes.insert("namespace".to_owned(), namespace.clone());
+                attributes.insert("pod".to_owned(), pod.clone());
+            }
+            let ips = match env.args.get("IP").filter(|v| !v.is_empty()) {
+                Some(list) => assign_static(&ipam, list, &handle, &attributes, &nodename).await?,
+                None => {
+                    let request = AssignRequest {
+                        host: nodename.clone(),
+                        handle: handle.clone(),
+                        attributes,
+                        ipv4: usize::from(ipam_conf.ipv4()),
+                        ipv6: usize::from(ipam_conf.ipv6()),
+                        ipv4_pools: ipam_conf.ipv4_pools.clone(),
+                        ipv6_pools: ipam_conf.ipv6_pools.clone(),
+                    };
+                    assign(&ipam, &request).await?
+                }
+            };
+            let result = CniResult {
+                ips: ips
+                    .into_iter()
+                    .map(|ip| IpConfig {
+                        address: IpNet::from(ip),
+                        gateway: None,
+                        interface: None,
+                    })
+                    .collect(),
+                ..CniResult::default()
+            };
+            Ok(Some(result.to_json(&conf.cni_version)))
+        }
+        Command::Del => {
+            let freed = ipam.release_by_handle(&handle).await.map_err(ipam_error)?;
+            tracing::info!(%handle, ?freed, "released");
+            Ok(None)
+        }
+        Command::Check => {
+            let prev = conf.prev_result()?.ok_or_else(|| {
+                CniError::new(
+                    code::INVALID_CONFIG,
+                    "prevResult: CHECK needs the ADD result",
+                )
+            })?;
+            let mine = ipam.addresses_of(&handle).await.map_err(ipam_error)?;
+            for ip in &prev.ips {
+                if !mine.contains(&ip.address.addr()) {
+                    return Err(CniError::new(
+                        code::CHECK_FAILED,
+                        format!("{} is not assigned to handle {handle}", ip.address.addr()),
+                    ));
+                }
+            }
+            Ok(None)
+        }
+        Command::Version => unreachable!("VERSION is answered before any plugin runs"),
+    }
+}
+
+/// Assigns automatically; a repeated ADD for the same container gets the addresses it already
+/// has instead of new ones.
+async fn assign(ipam: &Ipam, request: &AssignRequest) -> Result<Vec<IpAddr>, CniError> {
+    let held = ipam
+        .addresses_of(&request.handle)
+        .await
+        .map_err(ipam_error)?;
+    let v4 = held.iter().filter(|ip| ip.is_ipv4()).count();
+    let v6 = held.len() - v4;
+    if !held.is_empty() && v4 == request.ipv4 && v6 == request.ipv6 {
+        return Ok(held);
+    }
+    if !held.is_empty() {
+        ipam.release_by_handle(&request.handle)
+            .await
+            .map_err(ipam_error)?;
+    }
+    let assigned = ipam.auto_assign(request).await.map_err(ipam_error)?;
+    Ok(assigned.ipv4.into_iter().chain(assigned.ipv6).collect())
+}
+
+/// `CNI_ARGS` `IP=a[,b]`: exactly these addresses (all or none).
+async fn assign_static(
+    ipam: &Ipam,
+    list: &str,
+    handle: &str,
+    attributes: &BTreeMap<String, String>,
+    host: &str,
+) -> Result<Vec<IpAddr>, CniError> {
+    let mut ips = Vec::new();
+    for text in list.split(',').map(str::trim) {
+        let ip: IpAddr = text.parse().map_err(|_| {
+            CniError::new(
+                code::INVALID_ENVIRONMENT,
+                format!("CNI_ARGS IP={text:?} is not an address"),
+            )
+        })?;
+        ips.push(ip);
+    }
+    let held = ipam.addresses_of(handle).await.map_err(ipam_error)?;
+    let mut done = Vec::new();
+    for ip in &ips {
+        if held.contains(ip) {
+            continue;
+        }
+        if let Err(e) = ipam.assign_ip(*ip, handle, attributes, host).await {
+            let _ = ipam.release_ips(&done).await;
+            return Err(ipam_error(e));
+        }
+        done.push(*ip);
+    }
+    Ok(ips)
+}
+
+/// IPAM's error as a CNI error with a fitting code.
+pub fn ipam_error(error: IpamError) -> CniError {
+    let code = match &error {
+        IpamError::Datastore(_) | IpamError::Corrupt { .. } => code::DATASTORE,
+        IpamError::Contention { .. } => code::TRY_AGAIN_LATER,
+        IpamError::UnknownPool { .. }
+        | IpamError::DisabledPool { .. }
+        | IpamError::InvalidHandle { .. } => code::INVALID_CONFIG,
+        IpamError::Exhausted { .. }
+        | IpamError::NoPool { .. }
+        | IpamError::NotInPool { .. }
+        | IpamError::InUse { .. } => code::IPAM,
+    };
+    CniError::new(code, error.to_string())
+}

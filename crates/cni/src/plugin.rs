@@ -1,0 +1,513 @@
+//! The `calico` plugin: IPAM through the configured IPAM plugin, a veth into the container,
+//! and the workload endpoint (with its network's profile) in the datastore for Felix.
+//!
+//! ADD undoes everything it did when a later step fails, so a failed ADD leaves no address,
+//! veth or endpoint behind. DEL succeeds whatever is already gone.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
+use std::time::Duration;
+
+use calico_datastore::Datastore;
+use calico_ipam::Ipam;
+use calico_linux::{GatewayRoute, Link, Netlink, Netns, set_sysctl};
+use calico_model::endpoint::WorkloadEndpoint;
+use calico_model::{Key, from_json};
+use ipnet::IpNet;
+use serde_json::{Value, json};
+
+use crate::config::NetConf;
+use crate::delegate;
+use crate::ipam_plugin::{connect, ipam_error};
+use crate::spec::{CniError, CniResult, Command, Env, Interface, IpConfig, RouteConfig, code};
+use crate::workload::{Workload, handle_id};
+
+/// The gateway every IPv4 workload routes through: answered by proxy ARP on the host side.
+pub const IPV4_GATEWAY: Ipv4Addr = Ipv4Addr::new(169, 254, 1, 1);
+
+/// One call of the plugin; returns what to print.
+pub async fn run(env: &Env, conf: &NetConf, stdin: &[u8]) -> Result<Option<Value>, CniError> {
+    let workload = Workload::from_env(env, &conf.nodename())?;
+    calico_model::names::validate_profile_id(&conf.name).map_err(|e| {
+        CniError::new(
+            code::INVALID_CONFIG,
+            format!(
+                "name {:?}: it names the network's profile: {}",
+                conf.name, e.reason
+            ),
+        )
+    })?;
+    let ipam_type = conf.ipam()?.plugin_type.clone();
+    match env.command {
+        Command::Add => add(env, conf, stdin, &workload, &ipam_type).await.map(Some),
+        Command::Del => del(env, conf, stdin, &workload, &ipam_type)
+            .await
+            .map(|()| None),
+        Command::Check => check(env, conf, stdin, &workload, &ipam_type)
+            .await
+            .map(|()| None),
+        Command::Version => unreachable!("VERSION is answered before any plugin runs"),
+    }
+}
+
+/// What ADD has done so far, to undo on failure.
+#[derive(Default)]
+struct Done {
+    ipam: bool,
+    veth: Option<String>,
+    endpoint: Option<String>,
+}
+
+async fn add(
+    env: &Env,
+    conf: &NetConf,
+    stdin: &[u8],
+    workload: &Workload,
+    ipam_type: &str,
+) -> Result<Value, CniError> {
+    let netns = Netns::at_path(&env.netns);
+    if !Path::new(&env.netns).exists() {
+        return Err(CniError::new(
+            code::UNKNOWN_CONTAINER,
+            format!("CNI_NETNS {}: no such namespace", env.netns),
+        ));
+    }
+    let store = connect(conf).await?;
+    let mut done = Done::default();
+    let outcome = add_steps(
+        env,
+        conf,
+        stdin,
+        workload,
+        ipam_type,
+        &netns,
+        store.as_ref(),
+        &mut done,
+    )
+    .await;
+    match outcome {
+        Ok(result) => Ok(result.to_json(&conf.cni_version)),
+        Err(error) => {
+            tracing::warn!("ADD failed, undoing it: {error}");
+            undo(&done, env, stdin, ipam_type, store.as_ref()).await;
+            Err(error)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn add_steps(
+    env: &Env,
+    conf: &NetConf,
+    stdin: &[u8],
+    workload: &Workload,
+    ipam_type: &str,
+    netns: &Netns,
+    store: &dyn Datastore,
+    done: &mut Done,
+) -> Result<CniResult, CniError> {
+    let assigned = delegate::ipam_add(ipam_type, &env.path, stdin)?;
+    done.ipam = true;
+    let addresses: Vec<IpAddr> = assigned.ips.iter().map(|ip| ip.address.addr()).collect();
+    let veth = workload.veth_name();
+    let (host_link, container_link) = plumb(env, conf, netns, &veth, &addresses, done).await?;
+
+    ensure_profile(store, &conf.name).await?;
+    let endpoint = endpoint_json(&veth, &container_link, &conf.name, &addresses);
+    let key = workload.key().to_string();
+    store
+        .put(&key, &endpoint.to_string())
+        .await
+        .map_err(datastore)?;
+    done.endpoint = Some(key);
+
+    let mut routes = Vec::new();
+    if addresses.iter().any(IpAddr::is_ipv4) {
+        routes.push(RouteConfig {
+            dst: "0.0.0.0/0".parse().expect("valid"),
+            gw: None,
+        });
+    }
+    if addresses.iter().any(IpAddr::is_ipv6) {
+        routes.push(RouteConfig {
+            dst: "::/0".parse().expect("valid"),
+            gw: None,
+        });
+    }
+    Ok(CniResult {
+        interfaces: vec![
+            Interface {
+                name: veth,
+                mac: host_link.mac.map(format_mac),
+                sandbox: None,
+            },
+            Interface {
+                name: env.ifname.clone(),
+                mac: container_link.mac.map(format_mac),
+                sandbox: Some(env.netns.clone()),
+            },
+        ],
+        ips: addresses
+            .iter()
+            .map(|ip| IpConfig {
+                address: IpNet::from(*ip),
+                gateway: None,
+                interface: Some(1),
+            })
+            .collect(),
+        routes,
+        dns: conf.dns.clone().unwrap_or_else(|| json!({})),
+    })
+}
+
+/// The veth pair, host-side settings, and the container's addresses and routes.
+async fn plumb(
+    env: &Env,
+    conf: &NetConf,
+    netns: &Netns,
+    veth: &str,
+    addresses: &[IpAddr],
+    done: &mut Done,
+) -> Result<(Link, Link), CniError> {
+    let here = Netns::current();
+    let host = Netlink::connect(&here).map_err(kernel)?;
+    if host.delete_link(veth).await.map_err(kernel)? {
+        tracing::info!(%veth, "removed a veth left by an earlier container of this workload");
+    }
+    host.add_veth(veth, &env.ifname, netns)
+        .await
+        .map_err(kernel)?;
+    done.veth = Some(veth.to_owned());
+    let host_link = host
+        .link_by_name(veth)
+        .await
+        .map_err(kernel)?
+        .ok_or_else(|| CniError::new(code::KERNEL, format!("{veth} vanished after creation")))?;
+    let ipv6 = addresses.iter().any(IpAddr::is_ipv6);
+    let mut settings = vec![
+        (format!("net/ipv4/conf/{veth}/proxy_arp"), "1"),
+        (format!("net/ipv4/neigh/{veth}/proxy_delay"), "0"),
+        (format!("net/ipv4/conf/{veth}/forwarding"), "1"),
+    ];
+    if ipv6 {
+        // No duplicate address detection, so the link-local gateway answers at once.
+        settings.push((format!("net/ipv6/conf/{veth}/accept_dad"), "0"));
+        settings.push((format!("net/ipv6/conf/{veth}/proxy_ndp"), "1"));
+        settings.push((format!("net/ipv6/conf/{veth}/forwarding"), "1"));
+    }
+    for (path, value) in &settings {
+        set_sysctl(&here, path, value).map_err(|e| CniError::new(code::KERNEL, e.to_string()))?;
+    }
+    host.set_up(host_link.index).await.map_err(kernel)?;
+
+    let container = Netlink::connect(netns).map_err(kernel)?;
+    let link = container
+        .link_by_name(&env.ifname)
+        .await
+        .map_err(kernel)?
+        .ok_or_else(|| {
+            CniError::new(
+                code::KERNEL,
+                format!("{} did not appear in {}", env.ifname, env.netns),
+            )
+        })?;
+    if let Some(mtu) = conf.mtu {
+        host.set_mtu(host_link.index, mtu).await.map_err(kernel)?;
+        container.set_mtu(link.index, mtu).await.map_err(kernel)?;
+    }
+    if ipv6 {
+        for (path, value) in [
+            (format!("net/ipv6/conf/{}/disable_ipv6", env.ifname), "0"),
+            (format!("net/ipv6/conf/{}/accept_dad", env.ifname), "0"),
+        ] {
+            set_sysctl(netns, &path, value)
+                .map_err(|e| CniError::new(code::KERNEL, e.to_string()))?;
+        }
+    }
+    container.set_up(link.index).await.map_err(kernel)?;
+    for ip in addresses {
+        container
+            .add_address(link.index, IpNet::from(*ip))
+            .await
+            .map_err(kernel)?;
+    }
+    let on_link = |destination: IpNet, gateway: Option<IpAddr>| GatewayRoute {
+        destination,
+        gateway,
+        ifindex: link.index,
+    };
+    if addresses.iter().any(IpAddr::is_ipv4) {
+        let gateway = IpAddr::V4(IPV4_GATEWAY);
+        container
+            .add_gateway_route(&on_link(IpNet::from(gateway), None))
+            .await
+            .map_err(kernel)?;
+        let default = on_link("0.0.0.0/0".parse().expect("valid"), Some(gateway));
+        container
+            .add_gateway_route(&default)
+            .await
+            .map_err(kernel)?;
+    }
+    if ipv6 {
+        let gateway = host_link_local(&host, &host_link).await?;
+        let default = on_link("::/0".parse().expect("valid"), Some(IpAddr::V6(gateway)));
+        container
+            .add_gateway_route(&default)
+            .await
+            .map_err(kernel)?;
+    }
+    Ok((host_link, link))
+}
+
+/// The host side's link-local address: the IPv6 gateway of the workload. The kernel adds it
+/// when the link comes up; until then (or if addresses are generated otherwise) it is derived
+/// from the MAC as the kernel does by default (EUI-64).
+async fn host_link_local(host: &Netlink, link: &Link) -> Result<Ipv6Addr, CniError> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let addresses = host.addresses(link.index).await.map_err(kernel)?;
+        let found = addresses.iter().find_map(|a| match a.addr() {
+            IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80 => Some(v6),
+            _ => None,
+        });
+        if let Some(v6) = found {
+            return Ok(v6);
+        }
+        if std::time::Instant::now() > deadline {
+            return link.mac.map(eui64_link_local).ok_or_else(|| {
+                CniError::new(
+                    code::KERNEL,
+                    format!("{} has no link-local address", link.name),
+                )
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn eui64_link_local(mac: [u8; 6]) -> Ipv6Addr {
+    let [a, b, c, d, e, f] = mac;
+    Ipv6Addr::new(
+        0xfe80,
+        0,
+        0,
+        0,
+        u16::from_be_bytes([a ^ 0x02, b]),
+        u16::from_be_bytes([c, 0xff]),
+        u16::from_be_bytes([0xfe, d]),
+        u16::from_be_bytes([e, f]),
+    )
+}
+
+fn format_mac(mac: [u8; 6]) -> String {
+    let parts: Vec<String> = mac.iter().map(|b| format!("{b:02x}")).collect();
+    parts.join(":")
+}
+
+fn endpoint_json(veth: &str, container: &Link, profile: &str, addresses: &[IpAddr]) -> Value {
+    let nets = |v4: bool| -> Vec<String> {
+        addresses
+            .iter()
+            .filter(|ip| ip.is_ipv4() == v4)
+            .map(|ip| IpNet::from(*ip).to_string())
+            .collect()
+    };
+    let mut endpoint = json!({
+        "state": "active",
+        "name": veth,
+        "profile_ids": [profile],
+        "ipv4_nets": nets(true),
+        "ipv6_nets": nets(false),
+    });
+    if let Some(mac) = container.mac {
+        endpoint["mac"] = json!(format_mac(mac));
+    }
+    endpoint
+}
+
+/// The network's profile, created if absent with Calico's classic default: tagged with the
+/// network name, inbound allowed from that tag, outbound allowed. An existing profile is the
+/// operator's and is left alone.
+async fn ensure_profile(store: &dyn Datastore, name: &str) -> Result<(), CniError> {
+    let tags = Key::ProfileTags {
+        profile: name.to_owned(),
+    };
+    let rules = Key::ProfileRules {
+        profile: name.to_owned(),
+    };
+    let default_rules = json!({
+        "inbound_rules": [{"action": "allow", "src_tag": name}],
+        "outbound_rules": [{"action": "allow"}],
+    });
+    store
+        .put_if_absent(&tags.to_string(), &json!([name]).to_string())
+        .await
+        .map_err(datastore)?;
+    store
+        .put_if_absent(&rules.to_string(), &default_rules.to_string())
+        .await
+        .map_err(datastore)?;
+    Ok(())
+}
+
+/// Undoes a partial ADD, best effort, in reverse order.
+async fn undo(done: &Done, env: &Env, stdin: &[u8], ipam_type: &str, store: &dyn Datastore) {
+    if let Some(key) = &done.endpoint
+        && let Err(e) = store.delete(key).await
+    {
+        tracing::error!("undo: cannot delete {key}: {e}");
+    }
+    if let Some(veth) = &done.veth {
+        let removed = async {
+            let host = Netlink::connect(&Netns::current())?;
+            host.delete_link(veth).await
+        };
+        if let Err(e) = removed.await {
+            tracing::error!("undo: cannot delete {veth}: {e}");
+        }
+    }
+    if done.ipam
+        && let Err(e) = delegate::call(ipam_type, &env.path, "DEL", stdin)
+    {
+        tracing::error!("undo: IPAM DEL failed: {e}");
+    }
+}
+
+async fn del(
+    env: &Env,
+    conf: &NetConf,
+    stdin: &[u8],
+    workload: &Workload,
+    ipam_type: &str,
+) -> Result<(), CniError> {
+    let store = connect(conf).await?;
+    let key = workload.key().to_string();
+    // Kubernetes reuses a pod's name (and so its endpoint and veth) for the next container:
+    // only remove what belongs to this container's addresses.
+    let handle = handle_id(&conf.name, &env.container_id);
+    let current = store.get(&key).await.map_err(datastore)?;
+    let ours = match &current {
+        None => true,
+        Some(pair) => owned_by(&store, &pair.value, &handle).await?,
+    };
+    if !env.netns.is_empty() && Path::new(&env.netns).exists() {
+        let netns = Netns::at_path(&env.netns);
+        let container = Netlink::connect(&netns).map_err(kernel)?;
+        container.delete_link(&env.ifname).await.map_err(kernel)?;
+    }
+    if ours {
+        let host = Netlink::connect(&Netns::current()).map_err(kernel)?;
+        host.delete_link(&workload.veth_name())
+            .await
+            .map_err(kernel)?;
+        if let Some(pair) = current {
+            store
+                .compare_and_delete(&key, pair.mod_revision)
+                .await
+                .map_err(datastore)?;
+        }
+    } else {
+        tracing::info!(%key, "the endpoint belongs to a newer container; leaving it");
+    }
+    delegate::call(ipam_type, &env.path, "DEL", stdin)?;
+    Ok(())
+}
+
+/// Whether the endpoint's addresses are this handle's (or it has none).
+async fn owned_by(
+    store: &std::sync::Arc<dyn Datastore>,
+    value: &str,
+    handle: &str,
+) -> Result<bool, CniError> {
+    let Ok(endpoint) = from_json::<WorkloadEndpoint>(value) else {
+        return Ok(true);
+    };
+    let ipam = Ipam::new(store.clone());
+    for net in endpoint.ipv4_nets.iter().chain(&endpoint.ipv6_nets) {
+        let holder = ipam.ip_info(net.addr()).await.map_err(ipam_error)?;
+        if holder.and_then(|a| a.primary).is_some_and(|h| h != handle) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+async fn check(
+    env: &Env,
+    conf: &NetConf,
+    stdin: &[u8],
+    workload: &Workload,
+    ipam_type: &str,
+) -> Result<(), CniError> {
+    let prev = conf.prev_result()?.ok_or_else(|| {
+        CniError::new(
+            code::INVALID_CONFIG,
+            "prevResult: CHECK needs the ADD result",
+        )
+    })?;
+    delegate::call(ipam_type, &env.path, "CHECK", stdin)?;
+    let failed = |msg: String| CniError::new(code::CHECK_FAILED, msg);
+    let veth = workload.veth_name();
+    let host = Netlink::connect(&Netns::current()).map_err(kernel)?;
+    let host_link = host.link_by_name(&veth).await.map_err(kernel)?;
+    if !host_link.is_some_and(|l| l.up) {
+        return Err(failed(format!("the host side {veth} is missing or down")));
+    }
+    if !Path::new(&env.netns).exists() {
+        return Err(CniError::new(
+            code::UNKNOWN_CONTAINER,
+            format!("CNI_NETNS {}: no such namespace", env.netns),
+        ));
+    }
+    let container = Netlink::connect(&Netns::at_path(&env.netns)).map_err(kernel)?;
+    let link = container
+        .link_by_name(&env.ifname)
+        .await
+        .map_err(kernel)?
+        .ok_or_else(|| failed(format!("{} is missing in {}", env.ifname, env.netns)))?;
+    let present = container.addresses(link.index).await.map_err(kernel)?;
+    let store = connect(conf).await?;
+    let key = workload.key().to_string();
+    let endpoint = store
+        .get(&key)
+        .await
+        .map_err(datastore)?
+        .ok_or_else(|| failed(format!("the workload endpoint {key} is missing")))?;
+    let endpoint: WorkloadEndpoint = from_json(&endpoint.value)
+        .map_err(|e| failed(format!("the workload endpoint {key} is invalid: {e}")))?;
+    for ip in &prev.ips {
+        let address = ip.address.addr();
+        if !present.iter().any(|a| a.addr() == address) {
+            return Err(failed(format!(
+                "{address} is not on {} in the container",
+                env.ifname
+            )));
+        }
+        let listed = endpoint.ipv4_nets.iter().chain(&endpoint.ipv6_nets);
+        if !listed.into_iter().any(|n| n.addr() == address) {
+            return Err(failed(format!(
+                "{address} is not in the workload endpoint {key}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn kernel(error: calico_linux::NetlinkError) -> CniError {
+    CniError::new(code::KERNEL, error.to_string())
+}
+
+fn datastore(error: calico_datastore::DatastoreError) -> CniError {
+    CniError::new(code::DATASTORE, error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ipv6_gateway_is_derived_from_the_mac_as_the_kernel_does() {
+        let ll = eui64_link_local([0xee, 0xee, 0xee, 0xee, 0xee, 0xee]);
+        assert_eq!(ll, "fe80::ecee:eeff:feee:eeee".parse::<Ipv6Addr>().unwrap());
+    }
+}

@@ -1,0 +1,516 @@
+//! The CNI protocol as the spec defines it: the `CNI_*` environment, the versions this plugin
+//! speaks, results in each version's shape, and error objects with the spec's codes.
+//! Everything here is pure, so that bad input of any kind is an error object, never a panic.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde_json::{Value, json};
+
+/// The spec versions this plugin speaks, oldest first.
+pub const SUPPORTED_VERSIONS: [&str; 4] = ["0.3.0", "0.3.1", "0.4.0", "1.0.0"];
+
+/// The version CHECK appeared in.
+const FIRST_WITH_CHECK: &str = "0.4.0";
+
+/// The spec's error codes.
+pub mod code {
+    pub const INCOMPATIBLE_VERSION: u32 = 1;
+    pub const UNSUPPORTED_FIELD: u32 = 2;
+    pub const UNKNOWN_CONTAINER: u32 = 3;
+    pub const INVALID_ENVIRONMENT: u32 = 4;
+    pub const IO_FAILURE: u32 = 5;
+    pub const DECODING_FAILURE: u32 = 6;
+    pub const INVALID_CONFIG: u32 = 7;
+    pub const TRY_AGAIN_LATER: u32 = 11;
+    /// Plugin-specific: the datastore (etcd) failed or refused.
+    pub const DATASTORE: u32 = 100;
+    /// Plugin-specific: IPAM could not assign what was asked.
+    pub const IPAM: u32 = 101;
+    /// Plugin-specific: the kernel refused a change (veth, address, route, sysctl).
+    pub const KERNEL: u32 = 102;
+    /// Plugin-specific: CHECK found the container differs from its result.
+    pub const CHECK_FAILED: u32 = 103;
+}
+
+/// A CNI error object: `{"cniVersion", "code", "msg", "details"}` on stdout, non-zero exit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{msg}")]
+pub struct CniError {
+    pub code: u32,
+    pub msg: String,
+    pub details: String,
+}
+
+impl CniError {
+    pub fn new(code: u32, msg: impl Into<String>) -> CniError {
+        CniError {
+            code,
+            msg: msg.into(),
+            details: String::new(),
+        }
+    }
+
+    pub fn with_details(mut self, details: impl Into<String>) -> CniError {
+        self.details = details.into();
+        self
+    }
+
+    /// The error object in `version`'s shape.
+    pub fn to_json(&self, version: &str) -> Value {
+        let mut object = json!({"cniVersion": version, "code": self.code, "msg": self.msg});
+        if !self.details.is_empty() {
+            object["details"] = json!(self.details);
+        }
+        object
+    }
+}
+
+/// What the runtime asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    Add,
+    Del,
+    Check,
+    Version,
+}
+
+/// The `CNI_*` environment of one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Env {
+    pub command: Command,
+    pub container_id: String,
+    /// Empty when the runtime sends DEL after the namespace is gone.
+    pub netns: String,
+    pub ifname: String,
+    /// `CNI_ARGS` as key/value pairs (`IgnoreUnknown`, `K8S_POD_NAMESPACE`, `IP`, ...).
+    pub args: BTreeMap<String, String>,
+    /// `CNI_PATH`, split on `:`.
+    pub path: Vec<String>,
+}
+
+impl Env {
+    /// Reads the environment the spec defines; each missing or malformed variable is an error
+    /// naming it (code 4).
+    pub fn parse(vars: &BTreeMap<String, String>) -> Result<Env, CniError> {
+        let get = |name: &str| vars.get(name).map(String::as_str).unwrap_or("");
+        let command = match get("CNI_COMMAND") {
+            "ADD" => Command::Add,
+            "DEL" => Command::Del,
+            "CHECK" => Command::Check,
+            "VERSION" => Command::Version,
+            "" => {
+                return Err(invalid_env(
+                    "CNI_COMMAND is not set (expected ADD, DEL, CHECK or VERSION)",
+                ));
+            }
+            other => {
+                return Err(invalid_env(format!(
+                    "CNI_COMMAND={other:?} is not one of ADD, DEL, CHECK, VERSION"
+                )));
+            }
+        };
+        let env = Env {
+            command,
+            container_id: get("CNI_CONTAINERID").to_owned(),
+            netns: get("CNI_NETNS").to_owned(),
+            ifname: get("CNI_IFNAME").to_owned(),
+            args: parse_args(get("CNI_ARGS"))?,
+            path: get("CNI_PATH")
+                .split(':')
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        };
+        if command == Command::Version {
+            return Ok(env);
+        }
+        require(&env.container_id, "CNI_CONTAINERID")?;
+        check_container_id(&env.container_id)?;
+        require(&env.ifname, "CNI_IFNAME")?;
+        check_ifname(&env.ifname)?;
+        if command != Command::Del {
+            require(&env.netns, "CNI_NETNS")?;
+        }
+        Ok(env)
+    }
+}
+
+fn invalid_env(msg: impl Into<String>) -> CniError {
+    CniError::new(code::INVALID_ENVIRONMENT, msg)
+}
+
+fn require(value: &str, name: &str) -> Result<(), CniError> {
+    if value.is_empty() {
+        return Err(invalid_env(format!("{name} is not set")));
+    }
+    Ok(())
+}
+
+/// The spec: alphanumerics plus `_`, `.` and `-`, starting with an alphanumeric.
+fn check_container_id(id: &str) -> Result<(), CniError> {
+    let valid = id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if !valid {
+        return Err(invalid_env(format!(
+            "CNI_CONTAINERID={id:?}: only letters, digits, '_', '.' and '-', starting with a letter or digit"
+        )));
+    }
+    Ok(())
+}
+
+/// A Linux interface name: 1-15 bytes, no '/', ':' or whitespace, not "." or "..".
+fn check_ifname(name: &str) -> Result<(), CniError> {
+    let valid = name.len() <= 15
+        && name != "."
+        && name != ".."
+        && name
+            .chars()
+            .all(|c| c.is_ascii_graphic() && c != '/' && c != ':');
+    if !valid {
+        return Err(invalid_env(format!(
+            "CNI_IFNAME={name:?} is not a valid interface name (1-15 characters, no '/', ':' or spaces)"
+        )));
+    }
+    Ok(())
+}
+
+/// `CNI_ARGS`: `KEY=VALUE` pairs separated by `;` (empty pairs and surrounding whitespace are
+/// tolerated, as runtimes write them).
+pub fn parse_args(text: &str) -> Result<BTreeMap<String, String>, CniError> {
+    let mut args = BTreeMap::new();
+    for pair in text.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((key, value)) = pair.split_once('=') else {
+            return Err(invalid_env(format!("CNI_ARGS: {pair:?} is not KEY=VALUE")));
+        };
+        if key.trim().is_empty() {
+            return Err(invalid_env(format!("CNI_ARGS: {pair:?} has an empty key")));
+        }
+        args.insert(key.trim().to_owned(), value.trim().to_owned());
+    }
+    Ok(args)
+}
+
+/// Checks a config's `cniVersion` (code 1 when this plugin does not speak it).
+pub fn check_version(version: &str) -> Result<(), CniError> {
+    if SUPPORTED_VERSIONS.contains(&version) {
+        return Ok(());
+    }
+    Err(CniError::new(
+        code::INCOMPATIBLE_VERSION,
+        format!(
+            "cniVersion {version:?} is not supported (supported: {})",
+            SUPPORTED_VERSIONS.join(", ")
+        ),
+    ))
+}
+
+/// Whether `version` has CHECK.
+pub fn has_check(version: &str) -> bool {
+    version_tuple(version) >= version_tuple(FIRST_WITH_CHECK)
+}
+
+fn version_tuple(version: &str) -> Vec<u32> {
+    version.split('.').map(|p| p.parse().unwrap_or(0)).collect()
+}
+
+/// The answer to VERSION.
+pub fn version_json(requested: &str) -> Value {
+    let version = if SUPPORTED_VERSIONS.contains(&requested) {
+        requested
+    } else {
+        SUPPORTED_VERSIONS[SUPPORTED_VERSIONS.len() - 1]
+    };
+    json!({"cniVersion": version, "supportedVersions": SUPPORTED_VERSIONS})
+}
+
+/// An interface of a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    pub name: String,
+    pub mac: Option<String>,
+    /// The namespace path, for interfaces inside the container.
+    pub sandbox: Option<String>,
+}
+
+/// An address of a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpConfig {
+    pub address: IpNet,
+    pub gateway: Option<IpAddr>,
+    /// Index into the result's interfaces.
+    pub interface: Option<usize>,
+}
+
+/// A route of a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteConfig {
+    pub dst: IpNet,
+    pub gw: Option<IpAddr>,
+}
+
+/// A plugin's result, independent of the version it is written in.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CniResult {
+    pub interfaces: Vec<Interface>,
+    pub ips: Vec<IpConfig>,
+    pub routes: Vec<RouteConfig>,
+    pub dns: Value,
+}
+
+impl CniResult {
+    /// The result in `version`'s shape (0.3.x and 0.4.0 carry each address's IP version).
+    pub fn to_json(&self, version: &str) -> Value {
+        let legacy = version_tuple(version) < version_tuple("1.0.0");
+        let interfaces: Vec<Value> = self
+            .interfaces
+            .iter()
+            .map(|i| {
+                let mut o = json!({"name": i.name});
+                if let Some(mac) = &i.mac {
+                    o["mac"] = json!(mac);
+                }
+                if let Some(sandbox) = &i.sandbox {
+                    o["sandbox"] = json!(sandbox);
+                }
+                o
+            })
+            .collect();
+        let ips: Vec<Value> = self
+            .ips
+            .iter()
+            .map(|ip| {
+                let mut o = json!({"address": ip.address.to_string()});
+                if legacy {
+                    let family = if ip.address.addr().is_ipv4() {
+                        "4"
+                    } else {
+                        "6"
+                    };
+                    o["version"] = json!(family);
+                }
+                if let Some(gateway) = ip.gateway {
+                    o["gateway"] = json!(gateway.to_string());
+                }
+                if let Some(interface) = ip.interface {
+                    o["interface"] = json!(interface);
+                }
+                o
+            })
+            .collect();
+        let routes: Vec<Value> = self
+            .routes
+            .iter()
+            .map(|r| {
+                let mut o = json!({"dst": r.dst.to_string()});
+                if let Some(gw) = r.gw {
+                    o["gw"] = json!(gw.to_string());
+                }
+                o
+            })
+            .collect();
+        let mut result = json!({"cniVersion": version, "ips": ips});
+        if !interfaces.is_empty() {
+            result["interfaces"] = json!(interfaces);
+        }
+        if !routes.is_empty() {
+            result["routes"] = json!(routes);
+        }
+        let dns = if self.dns.is_object() {
+            self.dns.clone()
+        } else {
+            json!({})
+        };
+        result["dns"] = dns;
+        result
+    }
+
+    /// Reads a result of any supported version (a delegated plugin's output, `prevResult`).
+    /// `what` names it in errors.
+    pub fn from_json(value: &Value, what: &str) -> Result<CniResult, CniError> {
+        let bad =
+            |reason: String| CniError::new(code::DECODING_FAILURE, format!("{what}: {reason}"));
+        let object = value
+            .as_object()
+            .ok_or_else(|| bad("not a JSON object".to_owned()))?;
+        let list = |name: &str| -> Result<Vec<Value>, CniError> {
+            match object.get(name) {
+                None | Some(Value::Null) => Ok(Vec::new()),
+                Some(Value::Array(items)) => Ok(items.clone()),
+                Some(_) => Err(bad(format!("{name} is not a list"))),
+            }
+        };
+        let text = |item: &Value, field: &str, at: &str| -> Result<Option<String>, CniError> {
+            match item.get(field) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(bad(format!("{at}.{field} is not a string"))),
+            }
+        };
+        let mut result = CniResult::default();
+        for (i, item) in list("interfaces")?.iter().enumerate() {
+            let at = format!("interfaces[{i}]");
+            let name =
+                text(item, "name", &at)?.ok_or_else(|| bad(format!("{at}.name is missing")))?;
+            result.interfaces.push(Interface {
+                name,
+                mac: text(item, "mac", &at)?,
+                sandbox: text(item, "sandbox", &at)?,
+            });
+        }
+        for (i, item) in list("ips")?.iter().enumerate() {
+            let at = format!("ips[{i}]");
+            let address = text(item, "address", &at)?
+                .ok_or_else(|| bad(format!("{at}.address is missing")))?;
+            let address: IpNet = address
+                .parse()
+                .map_err(|_| bad(format!("{at}.address {address:?} is not an address/prefix")))?;
+            let gateway = text(item, "gateway", &at)?
+                .map(|g| {
+                    g.parse()
+                        .map_err(|_| bad(format!("{at}.gateway {g:?} is not an address")))
+                })
+                .transpose()?;
+            let interface = match item.get("interface") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(
+                    v.as_u64()
+                        .and_then(|n| usize::try_from(n).ok())
+                        .ok_or_else(|| bad(format!("{at}.interface is not an index")))?,
+                ),
+            };
+            result.ips.push(IpConfig {
+                address,
+                gateway,
+                interface,
+            });
+        }
+        for (i, item) in list("routes")?.iter().enumerate() {
+            let at = format!("routes[{i}]");
+            let dst = text(item, "dst", &at)?.ok_or_else(|| bad(format!("{at}.dst is missing")))?;
+            let dst: IpNet = dst
+                .parse()
+                .map_err(|_| bad(format!("{at}.dst {dst:?} is not a network")))?;
+            let gw = text(item, "gw", &at)?
+                .map(|g| {
+                    g.parse()
+                        .map_err(|_| bad(format!("{at}.gw {g:?} is not an address")))
+                })
+                .transpose()?;
+            result.routes.push(RouteConfig { dst, gw });
+        }
+        result.dns = object.get("dns").cloned().unwrap_or_else(|| json!({}));
+        Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn add_needs_container_id_ifname_and_netns() {
+        let e = Env::parse(&vars(&[("CNI_COMMAND", "ADD")])).unwrap_err();
+        assert_eq!((e.code, e.msg.as_str()), (4, "CNI_CONTAINERID is not set"));
+        let e = Env::parse(&vars(&[
+            ("CNI_COMMAND", "ADD"),
+            ("CNI_CONTAINERID", "abc"),
+            ("CNI_IFNAME", "eth0"),
+        ]))
+        .unwrap_err();
+        assert_eq!(e.msg, "CNI_NETNS is not set");
+        // DEL may come without a namespace (the container is gone).
+        let env = Env::parse(&vars(&[
+            ("CNI_COMMAND", "DEL"),
+            ("CNI_CONTAINERID", "abc"),
+            ("CNI_IFNAME", "eth0"),
+            (
+                "CNI_ARGS",
+                "IgnoreUnknown=1; K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-1;",
+            ),
+            ("CNI_PATH", "/opt/cni/bin:/usr/lib/cni"),
+        ]))
+        .unwrap();
+        assert_eq!(env.args["K8S_POD_NAME"], "web-1");
+        assert_eq!(env.path, ["/opt/cni/bin", "/usr/lib/cni"]);
+    }
+
+    #[test]
+    fn bad_environment_values_name_the_variable() {
+        let base = [("CNI_COMMAND", "ADD"), ("CNI_NETNS", "/proc/1/ns/net")];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut v = vars(&base);
+            v.extend(vars(extra));
+            Env::parse(&v).unwrap_err().msg
+        };
+        assert!(
+            with(&[("CNI_CONTAINERID", "a/b"), ("CNI_IFNAME", "eth0")])
+                .starts_with("CNI_CONTAINERID=\"a/b\"")
+        );
+        assert!(
+            with(&[
+                ("CNI_CONTAINERID", "a"),
+                ("CNI_IFNAME", "a-very-long-ifname")
+            ])
+            .starts_with("CNI_IFNAME=")
+        );
+        assert!(
+            with(&[
+                ("CNI_CONTAINERID", "a"),
+                ("CNI_IFNAME", "eth0"),
+                ("CNI_ARGS", "novalue")
+            ])
+            .starts_with("CNI_ARGS: \"novalue\"")
+        );
+        let e = Env::parse(&vars(&[("CNI_COMMAND", "UP")])).unwrap_err();
+        assert!(e.msg.contains("CNI_COMMAND=\"UP\""), "{e:?}");
+    }
+
+    #[test]
+    fn results_take_the_shape_of_the_requested_version() {
+        let result = CniResult {
+            interfaces: vec![Interface {
+                name: "eth0".into(),
+                mac: Some("aa:bb:cc:dd:ee:ff".into()),
+                sandbox: Some("/run/netns/x".into()),
+            }],
+            ips: vec![IpConfig {
+                address: "10.0.0.5/32".parse().unwrap(),
+                gateway: None,
+                interface: Some(0),
+            }],
+            routes: vec![RouteConfig {
+                dst: "0.0.0.0/0".parse().unwrap(),
+                gw: None,
+            }],
+            dns: json!({}),
+        };
+        let old = result.to_json("0.3.1");
+        assert_eq!(old["ips"][0]["version"], "4");
+        let new = result.to_json("1.0.0");
+        assert!(new["ips"][0].get("version").is_none());
+        assert_eq!(new["cniVersion"], "1.0.0");
+        for version in SUPPORTED_VERSIONS {
+            let back = CniResult::from_json(&result.to_json(version), "result").unwrap();
+            assert_eq!(back, result, "{version}");
+        }
+    }
+
+    #[test]
+    fn check_exists_from_0_4_0() {
+        assert!(!has_check("0.3.1"));
+        assert!(has_check("0.4.0") && has_check("1.0.0"));
+        assert_eq!(check_version("0.2.0").unwrap_err().code, 1);
+        assert_eq!(version_json("9.9.9")["cniVersion"], "1.0.0");
+    }
+}

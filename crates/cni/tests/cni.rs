@@ -1,0 +1,487 @@
+//! The plugins driven the way runtimes drive them: the built `calico` binary run with `CNI_*`
+//! variables and the config on stdin, inside a test-made "host" namespace (where etcd runs
+//! too), plugging test-made "container" namespaces. Checked with `ip` and `etcdctl`.
+
+use std::path::Path;
+use std::process::Command;
+
+use calico_testkit::{EtcdServer, NetNs, output_with_stdin, require_tool};
+use serde_json::{Value, json};
+
+const VERSIONS: [&str; 4] = ["0.3.0", "0.3.1", "0.4.0", "1.0.0"];
+
+struct Rig {
+    host: NetNs,
+    etcd: EtcdServer,
+    _scratch: tempfile::TempDir,
+    scratch: std::path::PathBuf,
+}
+
+/// What a plugin call returned.
+#[derive(Debug)]
+struct Reply {
+    ok: bool,
+    json: Value,
+    stderr: String,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        require_tool("ip");
+        let host = NetNs::new("cni-host");
+        let etcd = EtcdServer::start_in_netns(host.name());
+        let scratch = tempfile::tempdir().expect("temp dir");
+        let rig = Rig {
+            scratch: scratch.path().to_owned(),
+            host,
+            etcd,
+            _scratch: scratch,
+        };
+        rig.put(
+            "/calico/v1/ipam/v4/pool/10.80.0.0-16",
+            r#"{"cidr": "10.80.0.0/16"}"#,
+        );
+        rig.put(
+            "/calico/v1/ipam/v6/pool/fd00:80::-64",
+            r#"{"cidr": "fd00:80::/64"}"#,
+        );
+        rig
+    }
+
+    fn put(&self, key: &str, value: &str) {
+        let out = self.etcd.etcdctl(&["put", key, value]);
+        assert!(out.status.success(), "etcdctl put {key}: {out:?}");
+    }
+
+    fn get(&self, key: &str) -> Option<Value> {
+        let out = self.etcd.etcdctl(&["get", key, "--print-value-only"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let text = text.trim();
+        (!text.is_empty()).then(|| serde_json::from_str(text).unwrap_or(Value::String(text.into())))
+    }
+
+    fn keys(&self, prefix: &str) -> Vec<String> {
+        let out = self
+            .etcd
+            .etcdctl(&["get", prefix, "--prefix", "--keys-only"]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn config(&self, version: &str, ipam: Value) -> Value {
+        json!({
+            "cniVersion": version,
+            "name": "testnet",
+            "type": "calico",
+            "etcd_endpoints": self.etcd.endpoint(),
+            "nodename": "node1",
+            "log_level": "info",
+            "ipam": ipam,
+        })
+    }
+
+    /// Runs `plugin` in the host namespace as a runtime would.
+    fn call(&self, plugin: &str, command: &str, env: &[(&str, &str)], stdin: &Value) -> Reply {
+        self.call_raw(plugin, command, env, stdin.to_string().as_bytes())
+    }
+
+    fn call_raw(&self, plugin: &str, command: &str, env: &[(&str, &str)], stdin: &[u8]) -> Reply {
+        let binary = match plugin {
+            "calico" => env!("CARGO_BIN_EXE_calico"),
+            _ => env!("CARGO_BIN_EXE_calico-ipam"),
+        };
+        let plugin_dir = Path::new(binary).parent().unwrap().display().to_string();
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", self.host.name(), binary])
+            .env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .env("CNI_COMMAND", command)
+            .env("CNI_PATH", format!("{plugin_dir}:/usr/lib/cni"));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = output_with_stdin(&mut cmd, &String::from_utf8_lossy(stdin));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let json = if stdout.trim().is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&stdout)
+                .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {stdout}"))
+        };
+        Reply {
+            ok: out.status.success(),
+            json,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    fn in_host(&self, args: &[&str]) -> String {
+        self.host.run_ok("ip", args, "")
+    }
+}
+
+fn env<'a>(container: &'a str, netns: &'a str, args: &'a str) -> Vec<(&'static str, &'a str)> {
+    vec![
+        ("CNI_CONTAINERID", container),
+        ("CNI_NETNS", netns),
+        ("CNI_IFNAME", "eth0"),
+        ("CNI_ARGS", args),
+    ]
+}
+
+fn netns_path(ns: &NetNs) -> String {
+    format!("/run/netns/{}", ns.name())
+}
+
+#[track_caller]
+fn assert_ok(reply: &Reply) {
+    assert!(
+        reply.ok,
+        "plugin failed: {}\nstderr:\n{}",
+        reply.json, reply.stderr
+    );
+}
+
+fn with_prev(mut config: Value, prev: &Value) -> Value {
+    config["prevResult"] = prev.clone();
+    config
+}
+
+#[test]
+fn every_spec_version_adds_checks_and_deletes() {
+    let rig = Rig::new();
+    for (i, version) in VERSIONS.iter().enumerate() {
+        let container = NetNs::new("cni-ctr");
+        let path = netns_path(&container);
+        let id = format!("ctr{i}");
+        let config = rig.config(version, json!({"type": "calico-ipam"}));
+        let vars = env(&id, &path, "IgnoreUnknown=1");
+        let add = rig.call("calico", "ADD", &vars, &config);
+        assert_ok(&add);
+        let result = &add.json;
+        assert_eq!(result["cniVersion"], *version);
+        let address = result["ips"][0]["address"].as_str().unwrap().to_owned();
+        assert!(
+            address.starts_with("10.80.") && address.ends_with("/32"),
+            "{result}"
+        );
+        assert_eq!(
+            result["ips"][0].get("version").is_some(),
+            *version != "1.0.0",
+            "{result}"
+        );
+        assert_eq!(result["interfaces"][1]["sandbox"], path.as_str());
+        let veth = result["interfaces"][0]["name"].as_str().unwrap().to_owned();
+        assert!(veth.starts_with("cali") && veth.len() == 15, "{veth}");
+
+        // The container: its address, the on-link gateway and the default route through it.
+        let addresses = container.run_ok("ip", &["-o", "addr", "show", "dev", "eth0"], "");
+        assert!(addresses.contains(&address), "{addresses}");
+        let routes = container.run_ok("ip", &["route"], "");
+        assert!(
+            routes.contains("default via 169.254.1.1 dev eth0"),
+            "{routes}"
+        );
+        assert!(routes.contains("169.254.1.1 dev eth0"), "{routes}");
+        // The host side: up, with proxy ARP for the gateway.
+        let link = rig.in_host(&["-o", "link", "show", &veth]);
+        assert!(link.contains("UP"), "{link}");
+        let proxy_arp = rig.host.run_ok(
+            "cat",
+            &[&format!("/proc/sys/net/ipv4/conf/{veth}/proxy_arp")],
+            "",
+        );
+        assert_eq!(proxy_arp.trim(), "1");
+        // The endpoint Felix reads, and the network's default profile.
+        let key = format!("/calico/v1/host/node1/workload/cni/{id}/endpoint/eth0");
+        let endpoint = rig.get(&key).expect("the endpoint is written");
+        assert_eq!(endpoint["name"], veth.as_str());
+        assert_eq!(endpoint["ipv4_nets"], json!([address]));
+        assert_eq!(endpoint["profile_ids"], json!(["testnet"]));
+        assert_eq!(endpoint["mac"], result["interfaces"][1]["mac"]);
+        let rules = rig
+            .get("/calico/v1/policy/profile/testnet/rules")
+            .expect("profile");
+        assert_eq!(rules["inbound_rules"][0]["src_tag"], "testnet");
+        assert_eq!(
+            rig.get("/calico/v1/policy/profile/testnet/tags").unwrap(),
+            json!(["testnet"])
+        );
+
+        let prev = with_prev(config.clone(), result);
+        if *version >= "0.4.0" {
+            assert_ok(&rig.call("calico", "CHECK", &vars, &prev));
+            // CHECK notices a container that no longer matches its result.
+            container.run_ok("ip", &["addr", "del", &address, "dev", "eth0"], "");
+            let check = rig.call("calico", "CHECK", &vars, &prev);
+            assert!(!check.ok, "CHECK passed without the address");
+            assert_eq!(check.json["code"], 103, "{}", check.json);
+            assert!(
+                check.json["msg"]
+                    .as_str()
+                    .unwrap()
+                    .contains("is not on eth0"),
+                "{}",
+                check.json
+            );
+        } else {
+            let check = rig.call("calico", "CHECK", &vars, &prev);
+            assert_eq!(check.json["code"], 1, "CHECK before 0.4.0: {}", check.json);
+        }
+
+        assert_ok(&rig.call("calico", "DEL", &vars, &prev));
+        assert_eq!(rig.get(&key), None, "endpoint left behind");
+        assert!(
+            !rig.in_host(&["-o", "link"]).contains(&veth),
+            "veth left behind"
+        );
+        assert!(
+            rig.keys("/calico/ipam/v2/handle/").is_empty(),
+            "handle left behind"
+        );
+        // DEL again (runtimes repeat it) still succeeds.
+        assert_ok(&rig.call("calico", "DEL", &vars, &prev));
+    }
+}
+
+#[test]
+fn kubernetes_pods_get_k8s_endpoints_and_dual_stack_routes() {
+    let rig = Rig::new();
+    let container = NetNs::new("cni-k8s");
+    let path = netns_path(&container);
+    let config = rig.config(
+        "1.0.0",
+        json!({"type": "calico-ipam", "assign_ipv6": "true"}),
+    );
+    let args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-1;K8S_POD_INFRA_CONTAINER_ID=abc";
+    let vars = env("abc", &path, args);
+    let add = rig.call("calico", "ADD", &vars, &config);
+    assert_ok(&add);
+    let ips: Vec<&str> = add.json["ips"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|ip| ip["address"].as_str().unwrap())
+        .collect();
+    assert_eq!(ips.len(), 2, "{}", add.json);
+    assert!(
+        ips[1].starts_with("fd00:80::") && ips[1].ends_with("/128"),
+        "{ips:?}"
+    );
+    let key = "/calico/v1/host/node1/workload/k8s/default.web-1/endpoint/eth0";
+    let endpoint = rig.get(key).expect("k8s endpoint");
+    assert_eq!(endpoint["ipv6_nets"], json!([ips[1]]));
+    // IPv6 default route through the host side's link-local address, which answers at once.
+    let routes = container.run_ok("ip", &["-6", "route"], "");
+    let veth = add.json["interfaces"][0]["name"].as_str().unwrap();
+    let host_ll = rig.in_host(&["-6", "-o", "addr", "show", "dev", veth, "scope", "link"]);
+    let gateway = host_ll
+        .split_whitespace()
+        .skip_while(|w| *w != "inet6")
+        .nth(1)
+        .expect("the host side has a link-local address")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert!(
+        routes.contains(&format!("default via {gateway} dev eth0")),
+        "{routes}\n{host_ll}"
+    );
+    assert!(!host_ll.contains("tentative"), "{host_ll}");
+    // The IPAM attributes say which pod holds the address.
+    let handle = rig
+        .get("/calico/ipam/v2/handle/testnet.abc")
+        .expect("handle");
+    assert_eq!(handle["block"].as_object().unwrap().len(), 2);
+    assert_ok(&rig.call("calico", "DEL", &vars, &config));
+    assert_eq!(rig.get(key), None);
+}
+
+#[test]
+fn a_failed_add_leaves_no_address_veth_or_endpoint() {
+    let rig = Rig::new();
+    let container = NetNs::new("cni-fail");
+    // The container already has an eth0: the veth cannot be created there.
+    container.run_ok(
+        "ip",
+        &[
+            "link", "add", "eth0", "type", "veth", "peer", "name", "other0",
+        ],
+        "",
+    );
+    let path = netns_path(&container);
+    let config = rig.config("0.4.0", json!({"type": "calico-ipam"}));
+    let vars = env("failing", &path, "");
+    let add = rig.call("calico", "ADD", &vars, &config);
+    assert!(!add.ok, "ADD should fail: {}", add.json);
+    assert_eq!(add.json["code"], 102, "{}", add.json);
+    assert_eq!(add.json["cniVersion"], "0.4.0");
+    assert!(
+        add.json["msg"].as_str().unwrap().contains("add veth"),
+        "{}",
+        add.json
+    );
+    assert!(
+        rig.keys("/calico/ipam/v2/handle/").is_empty(),
+        "address left assigned"
+    );
+    assert!(
+        rig.keys("/calico/v1/host/").is_empty(),
+        "endpoint left behind"
+    );
+    assert!(
+        !rig.in_host(&["-o", "link"]).contains("cali"),
+        "veth left behind"
+    );
+    let blocks = rig.keys("/calico/ipam/v2/assignment/");
+    for key in blocks {
+        let block = rig.get(&key).unwrap();
+        assert!(
+            block["allocations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(Value::is_null),
+            "{block}"
+        );
+    }
+}
+
+#[test]
+fn del_succeeds_for_unknown_containers_and_without_a_namespace() {
+    let rig = Rig::new();
+    let config = rig.config("1.0.0", json!({"type": "calico-ipam"}));
+    // DEL of something never added.
+    assert_ok(&rig.call("calico", "DEL", &env("never", "", ""), &config));
+    // ADD, then the container is gone and DEL comes with an empty CNI_NETNS (containerd).
+    let container = NetNs::new("cni-gone");
+    let path = netns_path(&container);
+    let add = rig.call("calico", "ADD", &env("gone", &path, ""), &config);
+    assert_ok(&add);
+    let veth = add.json["interfaces"][0]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    drop(container);
+    assert_ok(&rig.call("calico", "DEL", &env("gone", "", ""), &config));
+    assert!(rig.keys("/calico/v1/host/").is_empty());
+    assert!(rig.keys("/calico/ipam/v2/handle/").is_empty());
+    assert!(!rig.in_host(&["-o", "link"]).contains(&veth));
+}
+
+#[test]
+fn repeated_add_and_del_cycles_leak_nothing() {
+    let rig = Rig::new();
+    let container = NetNs::new("cni-cycle");
+    let path = netns_path(&container);
+    let config = rig.config("0.3.1", json!({"type": "calico-ipam", "assign_ipv6": true}));
+    for cycle in 0..5 {
+        let id = format!("cycle{cycle}");
+        let add = rig.call("calico", "ADD", &env(&id, &path, ""), &config);
+        assert_ok(&add);
+        assert_ok(&rig.call(
+            "calico",
+            "DEL",
+            &env(&id, &path, ""),
+            &with_prev(config.clone(), &add.json),
+        ));
+        let links = container.run_ok("ip", &["-o", "link"], "");
+        assert!(!links.contains("eth0"), "cycle {cycle}: {links}");
+    }
+    assert!(rig.keys("/calico/ipam/v2/handle/").is_empty());
+    assert!(rig.keys("/calico/v1/host/").is_empty());
+}
+
+#[test]
+fn bad_input_gets_spec_error_objects() {
+    let rig = Rig::new();
+    let container = NetNs::new("cni-bad");
+    let path = netns_path(&container);
+    let vars = env("bad", &path, "");
+    let reply = rig.call_raw("calico", "ADD", &vars, b"{not json");
+    assert!(!reply.ok);
+    assert_eq!(reply.json["code"], 6, "{}", reply.json);
+    let reply = rig.call_raw("calico", "ADD", &vars, b"");
+    assert_eq!(reply.json["code"], 6, "{}", reply.json);
+    let old = rig.config("0.2.0", json!({"type": "calico-ipam"}));
+    let reply = rig.call("calico", "ADD", &vars, &old);
+    assert_eq!(reply.json["code"], 1, "{}", reply.json);
+    let mut bad_pool = rig.config(
+        "1.0.0",
+        json!({"type": "calico-ipam", "ipv4_pools": ["10.81.0.0/16"]}),
+    );
+    let reply = rig.call("calico", "ADD", &vars, &bad_pool);
+    assert_eq!(reply.json["code"], 7, "{}", reply.json);
+    assert!(
+        reply.json["msg"]
+            .as_str()
+            .unwrap()
+            .contains("10.81.0.0/16 is not a configured IP pool"),
+        "{}",
+        reply.json
+    );
+    bad_pool["ipam"]["type"] = json!("no-such-ipam");
+    let reply = rig.call("calico", "ADD", &vars, &bad_pool);
+    assert!(
+        reply.json["msg"]
+            .as_str()
+            .unwrap()
+            .contains("not found in CNI_PATH"),
+        "{}",
+        reply.json
+    );
+    let reply = rig.call(
+        "calico",
+        "ADD",
+        &env("bad", "/run/netns/does-not-exist", ""),
+        &rig.config("1.0.0", json!({"type": "calico-ipam"})),
+    );
+    assert_eq!(reply.json["code"], 3, "{}", reply.json);
+    let reply = rig.call("calico", "ADD", &[("CNI_CONTAINERID", "x")], &old);
+    assert_eq!(reply.json["code"], 4, "{}", reply.json);
+    // Nothing was left behind by any of them.
+    assert!(rig.keys("/calico/ipam/v2/handle/").is_empty());
+    // VERSION lists what this plugin speaks, in the version asked for.
+    let version = rig.call("calico", "VERSION", &[], &json!({"cniVersion": "0.4.0"}));
+    assert_ok(&version);
+    assert_eq!(version.json["cniVersion"], "0.4.0");
+    assert_eq!(version.json["supportedVersions"], json!(VERSIONS));
+}
+
+#[test]
+fn another_ipam_plugin_named_in_the_config_is_used() {
+    require_tool("/usr/lib/cni/host-local");
+    let rig = Rig::new();
+    let container = NetNs::new("cni-hl");
+    let path = netns_path(&container);
+    let data_dir = rig.scratch.join("host-local");
+    let ipam = json!({
+        "type": "host-local",
+        "dataDir": data_dir,
+        "ranges": [[{"subnet": "10.90.0.0/24"}]],
+    });
+    let config = rig.config("1.0.0", ipam);
+    let add = rig.call("calico", "ADD", &env("hl", &path, ""), &config);
+    assert_ok(&add);
+    let address = add.json["ips"][0]["address"].as_str().unwrap();
+    assert!(address.starts_with("10.90.0."), "{}", add.json);
+    let addresses = container.run_ok("ip", &["-o", "addr", "show", "dev", "eth0"], "");
+    assert!(
+        addresses.contains(address.split('/').next().unwrap()),
+        "{addresses}"
+    );
+    assert!(
+        rig.keys("/calico/ipam/v2/handle/").is_empty(),
+        "calico-ipam was not to be used"
+    );
+    assert_ok(&rig.call("calico", "DEL", &env("hl", &path, ""), &config));
+    let leases = std::fs::read_dir(data_dir.join("testnet")).unwrap().count();
+    assert_eq!(
+        leases, 2,
+        "host-local keeps only its lock and last-reserved files after DEL"
+    );
+}
