@@ -12,10 +12,10 @@ use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use crate::cni;
 use crate::sh::{self, ip, ipl};
 use crate::state::{
-    ETCD_PORT, FABRIC_IP, FABRIC_IP6, Host, Lab, ORCHESTRATOR, SERVED_PORTS, Workload, check_name,
-    interface_name,
+    ETCD_PORT, FABRIC_IP, FABRIC_IP6, Host, Lab, SERVED_PORTS, Workload, check_name,
 };
 
 /// What `up` needs beyond the lab's name.
@@ -140,6 +140,13 @@ async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Resu
 
     let store = connect(lab).await.with_context(|| log_hint(lab, "etcd"))?;
     store.put("/calico/v1/Ready", "true").await?;
+    for pool in cni::POOLS {
+        let cidr: ipnet::IpNet = pool.parse().expect("valid pool");
+        let key = calico_model::Key::Pool { cidr }.to_string();
+        store
+            .put(&key, &serde_json::json!({ "cidr": pool }).to_string())
+            .await?;
+    }
 
     for n in 1..=options.hosts {
         let host = add_host(lab, n)?;
@@ -376,9 +383,10 @@ fn lab_namespaces(name: &str) -> anyhow::Result<Vec<String>> {
     Ok(list)
 }
 
-/// Plugs a workload in, as the CNI plugin would: its namespace, a veth (host side
-/// `cali…`, workload side `eth0` with the addresses and a default route via 169.254.1.1), its
-/// endpoint in etcd, routes to it on the other hosts, and an echo server inside.
+/// Plugs a workload in with the `calico` CNI plugin: a namespace, CNI ADD (veth, addresses,
+/// routes, endpoint), then the endpoint's labels and profiles as an orchestrator would set
+/// them, routes to it on the other hosts, and an echo server inside. Without addresses, IPAM
+/// picks an IPv4 and an IPv6 one.
 pub async fn add_workload(lab: &mut Lab, spec: &WorkloadSpec) -> anyhow::Result<Workload> {
     check_name("workload name", &spec.name)?;
     let host = lab.host(&spec.host)?.clone();
@@ -389,132 +397,59 @@ pub async fn add_workload(lab: &mut Lab, spec: &WorkloadSpec) -> anyhow::Result<
             lab.name
         );
     }
-    if spec.ips.is_empty() {
-        bail!("a workload needs at least one address (--ip or --ip6)");
-    }
     for address in &spec.ips {
         if let Some(w) = lab.workloads.iter().find(|w| w.ips.contains(address)) {
             bail!("address {address} is already used by workload {:?}", w.name);
         }
     }
-    let workload = Workload {
+    let netns = format!("{}.{}.{}", lab.name, host.name, spec.name);
+    add_netns(&netns)?;
+    let mut workload = Workload {
         name: spec.name.clone(),
         host: host.name.clone(),
-        netns: format!("{}.{}.{}", lab.name, host.name, spec.name),
-        interface: interface_name(&lab.name, &host.name, &spec.name),
+        netns,
+        interface: String::new(),
         ips: spec.ips.clone(),
         key: format!(
-            "/calico/v1/host/{}/workload/{ORCHESTRATOR}/{}/endpoint/eth0",
+            "/calico/v1/host/{}/workload/cni/{}/endpoint/eth0",
             host.name, spec.name
         ),
     };
-    if let Err(error) = plug(lab, &host, &workload) {
+    let plugged = async {
+        let result = cni::call(lab, &host, "ADD", &spec.name, &workload.netns, &spec.ips)?;
+        workload.ips = cni::addresses(&result)?;
+        workload.interface = result["interfaces"][0]["name"]
+            .as_str()
+            .context("the CNI result names no host interface")?
+            .to_owned();
+        label(lab, &workload, spec).await?;
+        serve(lab, &host, &workload)
+    };
+    if let Err(error) = plugged.await {
         let _ = unplug(lab, &workload);
         return Err(error);
     }
-    let mac = ip(&["-n", &workload.netns, "-j", "link", "show", "eth0"])?;
-    let mac: serde_json::Value = serde_json::from_str(&mac)?;
-    let mac = mac[0]["address"]
-        .as_str()
-        .context("no MAC on eth0")?
-        .to_owned();
-    let endpoint = endpoint_json(&workload, &mac, spec);
-    let store = connect(lab).await?;
-    store.put(&workload.key, &endpoint.to_string()).await?;
     lab.workloads.push(workload.clone());
     lab.save()?;
     Ok(workload)
 }
 
-fn endpoint_json(workload: &Workload, mac: &str, spec: &WorkloadSpec) -> serde_json::Value {
-    let nets = |v4: bool| -> Vec<String> {
-        workload
-            .ips
-            .iter()
-            .filter(|a| a.is_ipv4() == v4)
-            .map(|a| format!("{a}/{}", if v4 { 32 } else { 128 }))
-            .collect()
-    };
-    serde_json::json!({
-        "state": "active",
-        "name": workload.interface,
-        "mac": mac,
-        "profile_ids": spec.profiles,
-        "ipv4_nets": nets(true),
-        "ipv6_nets": nets(false),
-        "labels": spec.labels,
-    })
+/// Sets the endpoint's profiles and labels (the CNI plugin gives it the network's profile).
+async fn label(lab: &Lab, workload: &Workload, spec: &WorkloadSpec) -> anyhow::Result<()> {
+    let store = connect(lab).await?;
+    let pair = store
+        .get(&workload.key)
+        .await?
+        .with_context(|| format!("CNI ADD wrote no endpoint at {}", workload.key))?;
+    let mut endpoint: serde_json::Value = serde_json::from_str(&pair.value)?;
+    endpoint["profile_ids"] = serde_json::json!(spec.profiles);
+    endpoint["labels"] = serde_json::json!(spec.labels);
+    store.put(&workload.key, &endpoint.to_string()).await?;
+    Ok(())
 }
 
-fn plug(lab: &Lab, host: &Host, w: &Workload) -> anyhow::Result<()> {
-    add_netns(&w.netns)?;
-    sh::sysctl(&w.netns, "net.ipv6.conf.all.accept_dad=0")?;
-    sh::sysctl(&w.netns, "net.ipv6.conf.default.accept_dad=0")?;
-    let iface = w.interface.as_str();
-    ip(&[
-        "-n",
-        &host.netns,
-        "link",
-        "add",
-        iface,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "eth0",
-        "netns",
-        &w.netns,
-    ])?;
-    sh::sysctl(&host.netns, &format!("net.ipv6.conf.{iface}.accept_dad=0"))?;
-    ip(&["-n", &host.netns, "link", "set", iface, "up"])?;
-    for address in &w.ips {
-        let net = match address {
-            IpAddr::V4(a) => format!("{a}/32"),
-            IpAddr::V6(a) => format!("{a}/128"),
-        };
-        ip(&["-n", &w.netns, "addr", "add", &net, "dev", "eth0", "nodad"])?;
-    }
-    ip(&["-n", &w.netns, "link", "set", "eth0", "up"])?;
-    if w.ips.iter().any(IpAddr::is_ipv4) {
-        ip(&[
-            "-n",
-            &w.netns,
-            "route",
-            "add",
-            "169.254.1.1",
-            "dev",
-            "eth0",
-            "scope",
-            "link",
-        ])?;
-        ip(&[
-            "-n",
-            &w.netns,
-            "route",
-            "add",
-            "default",
-            "via",
-            "169.254.1.1",
-            "dev",
-            "eth0",
-        ])?;
-    }
-    if w.ips.iter().any(IpAddr::is_ipv6) {
-        let link_local = host_link_local(&host.netns, iface)?;
-        ip(&[
-            "-n",
-            &w.netns,
-            "-6",
-            "route",
-            "add",
-            "default",
-            "via",
-            &link_local,
-            "dev",
-            "eth0",
-        ])?;
-    }
-    // Until BGP lands: the other hosts route the workload's addresses to its host.
+/// Routes to the workload on the other hosts (until BGP), and its echo server.
+fn serve(lab: &Lab, host: &Host, w: &Workload) -> anyhow::Result<()> {
     for other in lab.hosts.iter().filter(|h| h.name != host.name) {
         for address in &w.ips {
             let via = if address.is_ipv4() {
@@ -546,31 +481,18 @@ fn plug(lab: &Lab, host: &Host, w: &Workload) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn host_link_local(netns: &str, iface: &str) -> anyhow::Result<String> {
-    for _ in 0..100 {
-        let out = ip(&[
-            "-n", netns, "-6", "-j", "addr", "show", "dev", iface, "scope", "link",
-        ])?;
-        let parsed: serde_json::Value = serde_json::from_str(&out)?;
-        if let Some(local) = parsed[0]["addr_info"][0]["local"].as_str() {
-            return Ok(local.to_owned());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    bail!("{iface} in {netns} got no IPv6 link-local address")
-}
-
-/// Unplugs a workload: endpoint, routes on other hosts, its processes and namespace.
+/// Unplugs a workload with CNI DEL (endpoint, veth, addresses), then its routes on the other
+/// hosts, its processes and its namespace.
 pub async fn delete_workload(lab: &mut Lab, name: &str) -> anyhow::Result<()> {
     let workload = lab.workload(name)?.clone();
-    let store = connect(lab).await?;
-    store.delete(&workload.key).await?;
     unplug(lab, &workload)?;
     lab.workloads.retain(|w| w.name != name);
     lab.save()
 }
 
 fn unplug(lab: &Lab, w: &Workload) -> anyhow::Result<()> {
+    let host = lab.host(&w.host)?;
+    let deleted = cni::call(lab, host, "DEL", &w.name, &w.netns, &[]);
     for other in lab.hosts.iter().filter(|h| h.name != w.host) {
         for address in &w.ips {
             let _ = ip(&["-n", &other.netns, "route", "del", &address.to_string()]);
@@ -586,7 +508,7 @@ fn unplug(lab: &Lab, w: &Workload) -> anyhow::Result<()> {
         }
         ip(&["netns", "del", &w.netns])?;
     }
-    Ok(())
+    deleted.map(drop)
 }
 
 /// A datastore client for the lab's etcd, as the caller reaches it.

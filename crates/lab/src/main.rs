@@ -122,10 +122,11 @@ enum WorkloadCmd {
         host: String,
         #[arg(long)]
         name: String,
-        /// IPv4 address (repeatable).
+        /// IPv4 address (repeatable; must lie in a lab pool: 10.65.0.0/16, 10.66.0.0/16).
+        /// Without --ip and --ip6, Calico IPAM assigns one IPv4 and one IPv6 address.
         #[arg(long = "ip")]
         ips: Vec<std::net::Ipv4Addr>,
-        /// IPv6 address (repeatable).
+        /// IPv6 address (repeatable; in the lab pool fd00:65::/64).
         #[arg(long = "ip6")]
         ip6s: Vec<std::net::Ipv6Addr>,
         /// Profile id (repeatable, in order).

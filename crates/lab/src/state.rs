@@ -12,8 +12,6 @@ pub const FABRIC_IP: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
 pub const FABRIC_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x99, 0, 0, 0, 0, 0, 1);
 /// etcd's client port on the fabric.
 pub const ETCD_PORT: u16 = 2379;
-/// The orchestrator id of lab workloads in their endpoint keys.
-pub const ORCHESTRATOR: &str = "lab";
 /// TCP and UDP ports every workload listens on.
 pub const SERVED_PORTS: &[u16] = &[80, 443, 5432, 6379, 8080];
 
@@ -120,18 +118,6 @@ impl Lab {
     }
 }
 
-/// The host side veth name of a workload: `cali` + 11 hex digits of a hash of its identity,
-/// as the CNI plugin names it.
-pub fn interface_name(lab: &str, host: &str, workload: &str) -> String {
-    // FNV-1a: stable across Rust versions, unlike the std hasher.
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in format!("{lab}/{host}/{workload}").bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("cali{:011x}", hash & 0xfff_ffff_ffff)
-}
-
 /// A name usable in namespace and key names: letters, digits, `-` and `_`, at most 40.
 pub fn check_name(what: &str, name: &str) -> anyhow::Result<()> {
     let ok = !name.is_empty()
@@ -148,16 +134,6 @@ pub fn check_name(what: &str, name: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn interface_names_fit_linux_and_differ() {
-        let a = interface_name("lab", "host1", "w1");
-        let b = interface_name("lab", "host1", "w2");
-        assert_eq!(a.len(), 15, "{a}");
-        assert!(a.starts_with("cali"));
-        assert_ne!(a, b);
-        assert_eq!(a, interface_name("lab", "host1", "w1"));
-    }
 
     #[test]
     fn names_are_checked() {
