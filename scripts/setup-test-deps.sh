@@ -18,6 +18,8 @@ declare -A NEEDED=(
   [sysctl]=procps              # the lab sets host sysctls
   [iperf3]=iperf3              # the lab's throughput benchmark
   [nsenter]=util-linux         # kernel tools inside a container's namespace file (CNI_NETNS)
+  [podman]=podman              # the real-runtime test: podman calls our CNI plugins
+  [runc]=runc                  # podman's runtime here (crun refuses this kind of VM's cgroups)
 )
 
 missing=()
@@ -27,6 +29,9 @@ done
 
 # The reference CNI plugins (ptp, host-local): delegated-IPAM tests and the CNI benchmark.
 [[ -x /usr/lib/cni/host-local ]] || missing+=(containernetworking-plugins)
+
+# The podman test's containers run a copy of busybox: it must be the static build.
+dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
 
 # protoc needs the well-known .proto files (google/protobuf/descriptor.proto, ...)
 [[ -f /usr/include/google/protobuf/descriptor.proto ]] || missing+=(libprotobuf-dev)

@@ -29,6 +29,9 @@ const PACKAGES: &[(&str, &str)] = &[
     ("ip6tables-restore", "iptables"),
     ("iptables-save", "iptables"),
     ("nsenter", "util-linux"),
+    ("podman", "podman"),
+    ("runc", "runc"),
+    ("busybox", "busybox-static"),
     ("/usr/lib/cni/host-local", "containernetworking-plugins"),
     ("/usr/lib/cni/ptp", "containernetworking-plugins"),
 ];
