@@ -72,19 +72,44 @@ async fn add(
             format!("CNI_NETNS {}: no such namespace", env.netns),
         ));
     }
-    let store = connect(conf).await?;
-    let mut done = Done::default();
-    let outcome = add_steps(
-        env,
-        conf,
-        stdin,
-        workload,
-        ipam_type,
-        &netns,
-        store.as_ref(),
-        &mut done,
-    )
-    .await;
+    // IPAM (another process) and the etcd connection overlap.
+    let ipam = {
+        let (plugin, path, stdin) = (ipam_type.to_owned(), env.path.clone(), stdin.to_vec());
+        tokio::task::spawn_blocking(move || delegate::ipam_add(&plugin, &path, &stdin))
+    };
+    let (store, assigned) = tokio::join!(connect(conf), ipam);
+    let assigned = assigned
+        .map_err(|e| CniError::new(code::IO_FAILURE, format!("the IPAM call failed: {e}")))?;
+    let mut done = Done {
+        ipam: assigned.is_ok(),
+        ..Done::default()
+    };
+    let store = match store {
+        Ok(store) => store,
+        Err(error) => {
+            if done.ipam
+                && let Err(e) = delegate::call(ipam_type, &env.path, "DEL", stdin)
+            {
+                tracing::error!("undo: IPAM DEL failed: {e}");
+            }
+            return Err(error);
+        }
+    };
+    let outcome = match assigned {
+        Ok(assigned) => {
+            add_steps(
+                env,
+                conf,
+                workload,
+                assigned,
+                &netns,
+                store.as_ref(),
+                &mut done,
+            )
+            .await
+        }
+        Err(error) => Err(error),
+    };
     match outcome {
         Ok(result) => Ok(result.to_json(&conf.cni_version)),
         Err(error) => {
@@ -95,31 +120,27 @@ async fn add(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn add_steps(
     env: &Env,
     conf: &NetConf,
-    stdin: &[u8],
     workload: &Workload,
-    ipam_type: &str,
+    assigned: CniResult,
     netns: &Netns,
     store: &dyn Datastore,
     done: &mut Done,
 ) -> Result<CniResult, CniError> {
-    let assigned = delegate::ipam_add(ipam_type, &env.path, stdin)?;
-    done.ipam = true;
     let addresses: Vec<IpAddr> = assigned.ips.iter().map(|ip| ip.address.addr()).collect();
     let veth = workload.veth_name();
     let (host_link, container_link) = plumb(env, conf, netns, &veth, &addresses, done).await?;
 
-    ensure_profile(store, &conf.name).await?;
     let endpoint = endpoint_json(&veth, &container_link, &conf.name, &addresses);
     let key = workload.key().to_string();
-    store
-        .put(&key, &endpoint.to_string())
-        .await
-        .map_err(datastore)?;
-    done.endpoint = Some(key);
+    // The key is recorded first: a failed write may still have landed, and undo is harmless.
+    done.endpoint = Some(key.clone());
+    let endpoint = endpoint.to_string();
+    tokio::try_join!(ensure_profile(store, &conf.name), async {
+        store.put(&key, &endpoint).await.map_err(datastore)
+    },)?;
 
     let mut routes = Vec::new();
     if addresses.iter().any(IpAddr::is_ipv4) {
@@ -339,14 +360,13 @@ async fn ensure_profile(store: &dyn Datastore, name: &str) -> Result<(), CniErro
         "inbound_rules": [{"action": "allow", "src_tag": name}],
         "outbound_rules": [{"action": "allow"}],
     });
-    store
-        .put_if_absent(&tags.to_string(), &json!([name]).to_string())
-        .await
-        .map_err(datastore)?;
-    store
-        .put_if_absent(&rules.to_string(), &default_rules.to_string())
-        .await
-        .map_err(datastore)?;
+    let (tags, tags_value) = (tags.to_string(), json!([name]).to_string());
+    let (rules, rules_value) = (rules.to_string(), default_rules.to_string());
+    tokio::try_join!(
+        store.put_if_absent(&tags, &tags_value),
+        store.put_if_absent(&rules, &rules_value),
+    )
+    .map_err(datastore)?;
     Ok(())
 }
 
@@ -390,12 +410,21 @@ async fn del(
         None => true,
         Some(pair) => owned_by(&store, &pair.value, &handle).await?,
     };
-    if !env.netns.is_empty() && Path::new(&env.netns).exists() {
-        let netns = Netns::at_path(&env.netns);
-        let container = Netlink::connect(&netns).map_err(kernel)?;
-        container.delete_link(&env.ifname).await.map_err(kernel)?;
-    }
-    if ours {
+    // IPAM DEL (another process) runs while the interfaces and the endpoint go.
+    let ipam = {
+        let (plugin, path, stdin) = (ipam_type.to_owned(), env.path.clone(), stdin.to_vec());
+        tokio::task::spawn_blocking(move || delegate::call(&plugin, &path, "DEL", &stdin))
+    };
+    let cleaned = async {
+        if !env.netns.is_empty() && Path::new(&env.netns).exists() {
+            let netns = Netns::at_path(&env.netns);
+            let container = Netlink::connect(&netns).map_err(kernel)?;
+            container.delete_link(&env.ifname).await.map_err(kernel)?;
+        }
+        if !ours {
+            tracing::info!(%key, "the endpoint belongs to a newer container; leaving it");
+            return Ok(());
+        }
         let host = Netlink::connect(&Netns::current()).map_err(kernel)?;
         host.delete_link(&workload.veth_name())
             .await
@@ -406,10 +435,14 @@ async fn del(
                 .await
                 .map_err(datastore)?;
         }
-    } else {
-        tracing::info!(%key, "the endpoint belongs to a newer container; leaving it");
+        Ok::<(), CniError>(())
     }
-    delegate::call(ipam_type, &env.path, "DEL", stdin)?;
+    .await;
+    let released = ipam
+        .await
+        .map_err(|e| CniError::new(code::IO_FAILURE, format!("the IPAM call failed: {e}")))?;
+    cleaned?;
+    released?;
     Ok(())
 }
 

@@ -124,22 +124,26 @@ impl Ipam {
         if wanted == 0 {
             return Ok(Vec::new());
         }
-        let pools = self.usable_pools(version, requested).await?;
-        let strict = self.config().await?.strict_affinity;
+        let (pools, config) =
+            tokio::try_join!(self.usable_pools(version, requested), self.config())?;
+        let strict = config.strict_affinity;
         let attribute = attribute(&request.handle, &request.attributes);
         let mut got = Vec::new();
         let mut conflicts = 0;
         while got.len() < wanted {
             let need = wanted - got.len();
-            let step = self
-                .next_step(&request.host, version, &pools, strict)
-                .await?;
+            // The handle record is read while the step is found: one round trip fewer.
+            let (step, record) = tokio::try_join!(
+                self.next_step(&request.host, version, &pools, strict),
+                self.read_handle(&request.handle)
+            )?;
+            let handle = (request.handle.as_str(), record);
             let written = match step {
                 Step::Existing(stored) => {
                     let mut block = stored.value;
                     let ips = block::assign(&mut block, need, &attribute);
                     let write = BlockWrite::update(&block, stored.revision);
-                    self.write_block(write, &request.handle, &block.cidr, to_i64(ips.len()), None)
+                    self.write_block(write, handle, &block.cidr, to_i64(ips.len()), None)
                         .await?
                         .then_some(ips)
                 }
@@ -151,15 +155,9 @@ impl Ipam {
                         cidr,
                     };
                     let write = BlockWrite::create(&block);
-                    self.write_block(
-                        write,
-                        &request.handle,
-                        &cidr,
-                        to_i64(ips.len()),
-                        Some(affinity),
-                    )
-                    .await?
-                    .then_some(ips)
+                    self.write_block(write, handle, &cidr, to_i64(ips.len()), Some(affinity))
+                        .await?
+                        .then_some(ips)
                 }
                 Step::Exhausted(why) => {
                     self.release_ips(&got).await?;
@@ -263,7 +261,10 @@ impl Ipam {
                 Some(stored) => stored.value.cidr,
                 None => block::block_of(&pool.cidr, ip),
             };
-            let written = match self.read_block(&cidr).await? {
+            let (block, record) =
+                tokio::try_join!(self.read_block(&cidr), self.read_handle(handle))?;
+            let record = (handle, record);
+            let written = match block {
                 Some(stored) => {
                     let mut block = stored.value;
                     block::assign_address(&mut block, ip, &attribute).map_err(|taken| {
@@ -274,7 +275,7 @@ impl Ipam {
                         IpamError::InUse { ip, handle }
                     })?;
                     let write = BlockWrite::update(&block, stored.revision);
-                    self.write_block(write, handle, &cidr, 1, None).await?
+                    self.write_block(write, record, &cidr, 1, None).await?
                 }
                 None => {
                     let mut block = block::empty_block(cidr, Some(host), strict);
@@ -285,7 +286,7 @@ impl Ipam {
                         cidr,
                     };
                     let write = BlockWrite::create(&block);
-                    self.write_block(write, handle, &cidr, 1, Some(affinity))
+                    self.write_block(write, record, &cidr, 1, Some(affinity))
                         .await?
                 }
             };
@@ -338,8 +339,11 @@ impl Ipam {
             }
             let mut txn = Txn::default();
             BlockWrite::update(&block, stored.revision).add_to(&mut txn);
-            for (handle, delta) in counts {
-                self.handle_change(&mut txn, handle, cidr, delta).await?;
+            let records =
+                futures::future::try_join_all(counts.keys().map(|handle| self.read_handle(handle)))
+                    .await?;
+            for ((handle, delta), record) in counts.into_iter().zip(records) {
+                handle_change(&mut txn, (handle, record), cidr, delta);
             }
             if txn.commit(self.store()).await? {
                 return Ok(freed);
@@ -612,12 +616,12 @@ impl Ipam {
             .find(|b| b.value.cidr.contains(&ip)))
     }
 
-    /// Writes a block change and the matching handle count change in one transaction;
-    /// returns false when something read has changed since.
+    /// Writes a block change and the matching change of the handle record (as read) in one
+    /// transaction; returns false when something read has changed since.
     async fn write_block(
         &self,
         write: BlockWrite,
-        handle: &str,
+        handle: (&str, Option<Stored<AllocationHandle>>),
         cidr: &IpNet,
         delta: i64,
         affinity: Option<Key>,
@@ -631,35 +635,9 @@ impl Ipam {
             });
         }
         if delta != 0 {
-            self.handle_change(&mut txn, handle, cidr, delta).await?;
+            handle_change(&mut txn, handle, cidr, delta);
         }
         Ok(txn.commit(self.store()).await?)
-    }
-
-    /// Adds the handle record's change (its count in `cidr` moved by `delta`) to `txn`.
-    async fn handle_change(
-        &self,
-        txn: &mut Txn,
-        handle: &str,
-        cidr: &IpNet,
-        delta: i64,
-    ) -> Result<(), IpamError> {
-        let stored = self.read_handle(handle).await?;
-        let revision = stored.as_ref().map(|s| s.revision);
-        let mut record = stored.map_or_else(
-            || AllocationHandle {
-                id: handle.to_owned(),
-                block: BTreeMap::new(),
-            },
-            |s| s.value,
-        );
-        let count = record.block.entry(*cidr).or_default();
-        *count = count.saturating_add_signed(delta);
-        if *count == 0 {
-            record.block.remove(cidr);
-        }
-        handle_write(txn, handle, revision, &record);
-        Ok(())
     }
 
     fn contention(&self, operation: &'static str, what: impl std::fmt::Display) -> IpamError {
@@ -718,6 +696,29 @@ impl BlockWrite {
             value: self.value,
         });
     }
+}
+
+/// Adds the change of a handle record (as read) to `txn`: its count in `cidr` moved by `delta`.
+fn handle_change(
+    txn: &mut Txn,
+    (handle, stored): (&str, Option<Stored<AllocationHandle>>),
+    cidr: &IpNet,
+    delta: i64,
+) {
+    let revision = stored.as_ref().map(|s| s.revision);
+    let mut record = stored.map_or_else(
+        || AllocationHandle {
+            id: handle.to_owned(),
+            block: BTreeMap::new(),
+        },
+        |s| s.value,
+    );
+    let count = record.block.entry(*cidr).or_default();
+    *count = count.saturating_add_signed(delta);
+    if *count == 0 {
+        record.block.remove(cidr);
+    }
+    handle_write(txn, handle, revision, &record);
 }
 
 /// Writes (or, when it counts nothing, deletes) a handle record read at `revision`.
