@@ -485,3 +485,73 @@ fn another_ipam_plugin_named_in_the_config_is_used() {
         "host-local keeps only its lock and last-reserved files after DEL"
     );
 }
+
+/// `calico-ipam` touches no kernel state, so it runs in the test's own namespace here, against an
+/// etcd that demands TLS client certificates.
+#[test]
+fn etcd_over_tls_with_the_config_s_certificate_files() {
+    let pki = calico_testkit::Pki::generate();
+    let etcd = EtcdServer::start_tls(pki.server_tls());
+    let mut config = json!({
+        "cniVersion": "1.0.0",
+        "name": "tlsnet",
+        "type": "calico",
+        "etcd_endpoints": etcd.endpoint(),
+        "etcd_ca_cert_file": pki.ca_cert(),
+        "etcd_cert_file": pki.client_cert(),
+        "etcd_key_file": pki.client_key(),
+        "nodename": "node1",
+        "ipam": {"type": "calico-ipam", "ipv4_pools": ["10.85.0.0/24"]},
+    });
+    let run = |command: &str, config: &Value| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_calico-ipam"));
+        cmd.env_clear()
+            .env("CNI_COMMAND", command)
+            .env("CNI_CONTAINERID", "tls1")
+            .env("CNI_NETNS", "/proc/self/ns/net")
+            .env("CNI_IFNAME", "eth0");
+        let out = output_with_stdin(&mut cmd, &config.to_string());
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.success(), stdout)
+    };
+    // No pool yet: the error comes from IPAM, so the TLS connection worked.
+    let (ok, out) = run("ADD", &config);
+    assert!(
+        !ok && out.contains("10.85.0.0/24 is not a configured IP pool"),
+        "{out}"
+    );
+    let store_config = calico_datastore::EtcdConfig {
+        endpoints: vec![etcd.endpoint()],
+        ca_file: Some(pki.ca_cert()),
+        cert_file: Some(pki.client_cert()),
+        key_file: Some(pki.client_key()),
+        ..calico_datastore::EtcdConfig::default()
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let store = runtime
+        .block_on(calico_datastore::EtcdDatastore::connect(store_config))
+        .unwrap();
+    use calico_datastore::Datastore as _;
+    runtime
+        .block_on(store.put(
+            "/calico/v1/ipam/v4/pool/10.85.0.0-24",
+            r#"{"cidr": "10.85.0.0/24"}"#,
+        ))
+        .unwrap();
+    let (ok, out) = run("ADD", &config);
+    assert!(ok, "{out}");
+    assert!(out.contains("\"address\":\"10.85.0."), "{out}");
+    let handle = runtime
+        .block_on(store.get("/calico/ipam/v2/handle/tlsnet.tls1"))
+        .unwrap();
+    assert!(handle.is_some(), "the handle was written over TLS");
+    let (ok, out) = run("DEL", &config);
+    assert!(ok, "{out}");
+    // Without the client certificate etcd refuses, and the error says it is etcd (code 100).
+    config.as_object_mut().unwrap().remove("etcd_cert_file");
+    config.as_object_mut().unwrap().remove("etcd_key_file");
+    let (ok, out) = run("ADD", &config);
+    assert!(!ok, "{out}");
+    let error: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(error["code"], 100, "{error}");
+}

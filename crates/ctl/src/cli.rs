@@ -73,7 +73,8 @@ pub enum Command {
 pub enum IpamCommand {
     /// Assign one given address (--ip) or a number of addresses from the pools (--ipv4/--ipv6)
     Assign(IpamAssignArgs),
-    /// Release addresses (--ip, repeatable) or everything assigned to a handle (--handle)
+    /// Release addresses (--ip, repeatable), everything assigned to a handle (--handle), or a
+    /// host's empty blocks (--empty-blocks-of)
     Release(IpamReleaseArgs),
     /// Show per-pool and per-block usage, or what one address is assigned to (--ip)
     Show(IpamShowArgs),
@@ -103,7 +104,7 @@ pub struct IpamAssignArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["ip", "handle"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["ip", "handle", "empty_blocks_of"])))]
 pub struct IpamReleaseArgs {
     /// An address to release (repeatable)
     #[arg(long)]
@@ -111,6 +112,10 @@ pub struct IpamReleaseArgs {
     /// Release every address of this handle
     #[arg(long)]
     pub handle: Option<String>,
+    /// Give up this host's empty blocks (block and affinity), e.g. after removing the node;
+    /// blocks still holding addresses are kept
+    #[arg(long, value_name = "HOST")]
+    pub empty_blocks_of: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -129,6 +129,24 @@ fn assign_show_and_release_addresses() {
     );
     let info = ctl.ok(&["ipam", "show", "--ip", ips[0]]);
     assert!(info.contains("is not assigned"), "{info}");
+    // node1's blocks are empty now: a decommissioned node gives them up.
+    let text = ctl.ok(&["ipam", "release", "--empty-blocks-of", "node1"]);
+    assert!(
+        text.contains("2 empty block(s) of node1 released"),
+        "{text}"
+    );
+    let keys = ctl.etcdctl(&[
+        "get",
+        "/calico/ipam/v2/host/node1/",
+        "--prefix",
+        "--keys-only",
+    ]);
+    assert!(keys.stdout.iter().all(u8::is_ascii_whitespace), "{keys:?}");
+    let usage = ctl.ok(&["ipam", "show", "--blocks"]);
+    assert!(
+        !usage.contains("node1") && usage.contains("node2"),
+        "{usage}"
+    );
     // The handle keys are gone, as etcdctl sees it.
     let keys = ctl.etcdctl(&["get", "/calico/ipam/v2/handle/", "--prefix", "--keys-only"]);
     assert!(keys.stdout.iter().all(u8::is_ascii_whitespace), "{keys:?}");

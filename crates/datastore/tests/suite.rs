@@ -410,7 +410,7 @@ async fn tls_settings_are_checked_before_connecting() {
 
 #[tokio::test]
 async fn tls_with_client_certificates() {
-    let pki = tls::Pki::generate();
+    let pki = calico_testkit::Pki::generate();
     let server = EtcdServer::start_tls(pki.server_tls());
     let config = EtcdConfig {
         endpoints: vec![server.endpoint()],
@@ -430,124 +430,6 @@ async fn tls_with_client_certificates() {
         ..config
     };
     assert!(EtcdDatastore::connect(anonymous).await.is_err());
-}
-
-mod tls {
-    //! A throwaway CA, server and client certificate made with the openssl CLI.
-
-    use std::path::{Path, PathBuf};
-    use std::process::Command;
-
-    use calico_testkit::{ServerTls, require_tool};
-    use tempfile::TempDir;
-
-    pub struct Pki {
-        dir: TempDir,
-    }
-
-    impl Pki {
-        pub fn generate() -> Pki {
-            require_tool("openssl");
-            let pki = Pki {
-                dir: tempfile::tempdir().unwrap(),
-            };
-            pki.openssl(&[
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=test-ca",
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.pem",
-            ]);
-            pki.issue("server", "subjectAltName=IP:127.0.0.1,DNS:localhost");
-            pki.issue("client", "extendedKeyUsage=clientAuth");
-            pki
-        }
-
-        /// A key and a certificate signed by the CA.
-        fn issue(&self, name: &str, extension: &str) {
-            let ext_file = self.dir.path().join(format!("{name}.ext"));
-            std::fs::write(&ext_file, format!("{extension}\n")).unwrap();
-            self.openssl(&[
-                "req",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-subj",
-                &format!("/CN={name}"),
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.csr"),
-            ]);
-            self.openssl(&[
-                "x509",
-                "-req",
-                "-in",
-                &format!("{name}.csr"),
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-out",
-                &format!("{name}.pem"),
-                "-extfile",
-                &ext_file.display().to_string(),
-            ]);
-        }
-
-        fn openssl(&self, args: &[&str]) {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(self.dir.path())
-                .output()
-                .expect("openssl runs");
-            assert!(
-                out.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-
-        fn path(&self, name: &str) -> PathBuf {
-            self.dir.path().join(name)
-        }
-
-        pub fn server_tls(&self) -> ServerTls {
-            ServerTls {
-                cert_file: self.path("server.pem"),
-                key_file: self.path("server.key"),
-                client_ca_file: self.path("ca.pem"),
-            }
-        }
-
-        pub fn ca_cert(&self) -> PathBuf {
-            self.path("ca.pem")
-        }
-
-        pub fn client_cert(&self) -> PathBuf {
-            self.path("client.pem")
-        }
-
-        pub fn client_key(&self) -> PathBuf {
-            self.path("client.key")
-        }
-
-        #[allow(dead_code)]
-        pub fn dir(&self) -> &Path {
-            self.dir.path()
-        }
-    }
 }
 
 // ---- helpers ----

@@ -741,7 +741,11 @@ fn handle_write(txn: &mut Txn, handle: &str, revision: Option<i64>, record: &All
     }
 }
 
-fn attribute(handle: &str, attributes: &BTreeMap<String, String>) -> AllocationAttribute {
+/// The attribute an allocation for `handle` is stored with.
+pub(crate) fn attribute(
+    handle: &str,
+    attributes: &BTreeMap<String, String>,
+) -> AllocationAttribute {
     AllocationAttribute {
         primary: Some(handle.to_owned()),
         secondary: (!attributes.is_empty()).then(|| attributes.clone()),

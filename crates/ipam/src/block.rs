@@ -240,10 +240,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn attribute(handle: &str) -> AllocationAttribute {
-        AllocationAttribute {
-            primary: Some(handle.to_owned()),
-            secondary: None,
-        }
+        crate::allocator::attribute(handle, &BTreeMap::new())
     }
 
     fn net(text: &str) -> IpNet {

@@ -235,10 +235,7 @@ mod tests {
     use calico_model::ipam::AllocationAttribute;
 
     fn attribute(handle: &str) -> AllocationAttribute {
-        AllocationAttribute {
-            primary: Some(handle.to_owned()),
-            secondary: None,
-        }
+        crate::allocator::attribute(handle, &BTreeMap::new())
     }
 
     #[test]

@@ -9,12 +9,14 @@
 
 mod etcd;
 mod netns;
+mod tls;
 
 use std::net::TcpListener;
 use std::path::Path;
 
 pub use etcd::{EtcdServer, ServerTls};
 pub use netns::NetNs;
+pub use tls::Pki;
 
 /// The Debian package that provides each tool the tests use.
 const PACKAGES: &[(&str, &str)] = &[

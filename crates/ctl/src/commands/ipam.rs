@@ -87,6 +87,13 @@ async fn release(
         writeln!(out, "{ip} was not assigned")?;
     }
     writeln!(out, "{released} address(es) released")?;
+    if let Some(host) = &args.empty_blocks_of {
+        let blocks = ipam.release_empty_affinities(host).await?;
+        for block in &blocks {
+            writeln!(out, "released block {block} of host {host}")?;
+        }
+        writeln!(out, "{} empty block(s) of {host} released", blocks.len())?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
