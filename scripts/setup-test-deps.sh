@@ -17,6 +17,7 @@ declare -A NEEDED=(
   [ping]=iputils-ping          # the lab's connectivity probes (ICMP)
   [sysctl]=procps              # the lab sets host sysctls
   [iperf3]=iperf3              # the lab's throughput benchmark
+  [bird]=bird2                 # BGP: calico-node renders BIRD 2's config and runs it
   [nsenter]=util-linux         # kernel tools inside a container's namespace file (CNI_NETNS)
   [podman]=podman              # the real-runtime test: podman calls our CNI plugins
   [runc]=runc                  # podman's runtime here (crun refuses this kind of VM's cgroups)

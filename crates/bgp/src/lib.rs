@@ -1,0 +1,13 @@
+//! BGP for Calico: the cluster's BGP configuration from the datastore ([`BgpConfig`]) and the
+//! BIRD 2 configuration of one host rendered from it ([`render`]).
+//!
+//! | module | owns |
+//! | --- | --- |
+//! | `config` | AS numbers, mesh, peers, registered nodes, pools and blocks, from datastore changes |
+//! | `render` | the BIRD configuration: filters, kernel and static protocols, one session per peer |
+
+pub mod config;
+pub mod render;
+
+pub use config::{BgpConfig, DEFAULT_AS, Node};
+pub use render::{Peer, PeerKind, RenderError, peers, render};
