@@ -154,9 +154,12 @@ async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Resu
         lab.save()?;
     }
     static_fabric_neighbours(&lab.hosts)?;
+    let node = sibling_binary("calico-node", "calico-node")?;
     for index in 0..lab.hosts.len() {
         let pid = start_felix(lab, &lab.hosts[index], &[], felix)?;
         lab.hosts[index].felix_pid = Some(pid);
+        let pid = start_node(lab, &lab.hosts[index], &node)?;
+        lab.hosts[index].node_pid = Some(pid);
     }
     lab.save()?;
     for host in &lab.hosts {
@@ -223,6 +226,7 @@ fn add_host(lab: &Lab, n: u32) -> anyhow::Result<Host> {
         ip: host_ip,
         ip6: host_ip6,
         felix_pid: None,
+        node_pid: None,
     })
 }
 
@@ -286,6 +290,49 @@ fn start_felix(
         &env,
         &lab.log_path(&format!("felix-{}", host.name)),
     )
+}
+
+/// calico-node for BGP (the lab runs Felix itself, so that tests can kill and restart it):
+/// it registers the host's fabric addresses and runs BIRD with the configuration it renders.
+fn start_node(lab: &Lab, host: &Host, node: &Path) -> anyhow::Result<i32> {
+    let run_dir = lab.dir.join(&host.name);
+    let run_dir = run_dir.to_str().context("state dir is not UTF-8")?;
+    let (ip, ip6) = (host.ip.to_string(), host.ip6.to_string());
+    let endpoint = Lab::fabric_endpoint();
+    let args = [
+        "--hostname",
+        &host.name,
+        "--ip",
+        &ip,
+        "--ip6",
+        &ip6,
+        "--felix",
+        "none",
+        "--etcd-endpoints",
+        &endpoint,
+        "--run-dir",
+        run_dir,
+    ];
+    spawn(
+        Some(&host.netns),
+        node,
+        &args,
+        &[],
+        &lab.log_path(&format!("node-{}", host.name)),
+    )
+}
+
+/// A binary beside calico-lab, else on PATH.
+fn sibling_binary(name: &str, package: &str) -> anyhow::Result<PathBuf> {
+    let beside = std::env::current_exe()?.with_file_name(name);
+    if beside.is_file() {
+        return Ok(beside);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+        .with_context(|| format!("{name} not found beside calico-lab or on PATH; build it with `cargo build -p {package}`"))
 }
 
 /// Kills a host's Felix (SIGKILL) and starts it again, with the lab's settings plus `extra`.
@@ -423,7 +470,7 @@ pub async fn add_workload(lab: &mut Lab, spec: &WorkloadSpec) -> anyhow::Result<
             .context("the CNI result names no host interface")?
             .to_owned();
         label(lab, &workload, spec).await?;
-        serve(lab, &host, &workload)
+        serve(lab, &workload)
     };
     if let Err(error) = plugged.await {
         let _ = unplug(lab, &workload);
@@ -448,26 +495,8 @@ async fn label(lab: &Lab, workload: &Workload, spec: &WorkloadSpec) -> anyhow::R
     Ok(())
 }
 
-/// Routes to the workload on the other hosts (until BGP), and its echo server.
-fn serve(lab: &Lab, host: &Host, w: &Workload) -> anyhow::Result<()> {
-    for other in lab.hosts.iter().filter(|h| h.name != host.name) {
-        for address in &w.ips {
-            let via = if address.is_ipv4() {
-                host.ip.to_string()
-            } else {
-                host.ip6.to_string()
-            };
-            ip(&[
-                "-n",
-                &other.netns,
-                "route",
-                "replace",
-                &address.to_string(),
-                "via",
-                &via,
-            ])?;
-        }
-    }
+/// The workload's echo server. (Other hosts learn the route to it over BGP.)
+fn serve(lab: &Lab, w: &Workload) -> anyhow::Result<()> {
     let me = std::env::current_exe()?;
     let ports: Vec<String> = SERVED_PORTS.iter().map(u16::to_string).collect();
     let ports = ports.join(",");
@@ -481,8 +510,8 @@ fn serve(lab: &Lab, host: &Host, w: &Workload) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Unplugs a workload with CNI DEL (endpoint, veth, addresses), then its routes on the other
-/// hosts, its processes and its namespace.
+/// Unplugs a workload with CNI DEL (endpoint, veth, addresses), then its processes and its
+/// namespace.
 pub async fn delete_workload(lab: &mut Lab, name: &str) -> anyhow::Result<()> {
     let workload = lab.workload(name)?.clone();
     unplug(lab, &workload)?;
@@ -493,11 +522,6 @@ pub async fn delete_workload(lab: &mut Lab, name: &str) -> anyhow::Result<()> {
 fn unplug(lab: &Lab, w: &Workload) -> anyhow::Result<()> {
     let host = lab.host(&w.host)?;
     let deleted = cni::call(lab, host, "DEL", &w.name, &w.netns, &[]);
-    for other in lab.hosts.iter().filter(|h| h.name != w.host) {
-        for address in &w.ips {
-            let _ = ip(&["-n", &other.netns, "route", "del", &address.to_string()]);
-        }
-    }
     if sh::namespaces()?.contains(&w.netns) {
         if let Ok(out) = ip(&["netns", "pids", &w.netns]) {
             let pids: Vec<i32> = out

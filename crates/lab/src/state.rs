@@ -39,6 +39,9 @@ pub struct Host {
     pub ip: Ipv4Addr,
     pub ip6: Ipv6Addr,
     pub felix_pid: Option<i32>,
+    /// calico-node (BGP: registration, BIRD's configuration, BIRD).
+    #[serde(default)]
+    pub node_pid: Option<i32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

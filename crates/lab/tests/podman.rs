@@ -126,32 +126,6 @@ fn endpoints(lab: &TestLab, prefix: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// Until BGP: each host's affine blocks are routed to it from the other hosts.
-fn route_blocks(lab: &TestLab) {
-    let state = lab.state();
-    let out = lab.etcdctl(&["get", "/calico/ipam/v2/host/", "--prefix", "--keys-only"]);
-    for key in String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.is_empty())
-    {
-        let parts: Vec<&str> = key.split('/').collect();
-        let (owner, block) = (parts[5], parts[8].replacen('-', "/", 1));
-        let via = state.hosts.iter().find(|h| h.name == owner).unwrap().ip;
-        for other in state.hosts.iter().filter(|h| h.name != owner) {
-            let out = lab.in_host(
-                &other.name,
-                "ip",
-                &["route", "replace", &block, "via", &via.to_string()],
-            );
-            assert!(
-                out.status.success(),
-                "route {block} on {}: {out:?}",
-                other.name
-            );
-        }
-    }
-}
-
 fn ping_until(podman: &Podman, container: &str, ip: &str) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
@@ -221,7 +195,7 @@ fn podman_containers_on_two_hosts_reach_each_other_and_leave_nothing_behind() {
     };
     let (ip_a, ip_b) = (ip_of(&on1[0].1), ip_of(&on2[0].1));
 
-    route_blocks(&lab);
+    // calico-node on each host announces the container's block over BGP; the pings wait for it.
     lab.wait();
     ping_until(&host2, "b", &ip_a).unwrap();
     ping_until(&host1, "a", &ip_b).unwrap();

@@ -1,0 +1,237 @@
+//! The calico-node loop: follow the BGP-related keys, render BIRD's configuration when they
+//! change (checked before it is used), and keep BIRD and Felix running.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use calico_bgp::{BgpConfig, render};
+use calico_datastore::{Datastore, WatchEvent};
+use calico_model::{Key, parse_value};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+use crate::bird::Bird;
+
+/// How calico-node runs Felix.
+#[derive(Debug, Clone)]
+pub struct FelixProcess {
+    pub binary: PathBuf,
+    /// Extra environment (etcd endpoints, hostname) on top of calico-node's own.
+    pub env: Vec<(String, String)>,
+}
+
+/// What the loop needs.
+pub struct Node {
+    pub hostname: String,
+    pub store: Arc<dyn Datastore>,
+    pub bird: Bird,
+    pub felix: Option<FelixProcess>,
+}
+
+/// A child process kept running.
+struct Supervised {
+    what: &'static str,
+    child: Option<Child>,
+    restarts: u32,
+}
+
+impl Supervised {
+    fn new(what: &'static str) -> Supervised {
+        Supervised {
+            what,
+            child: None,
+            restarts: 0,
+        }
+    }
+
+    /// Whether it needs (re)starting: never started, or exited.
+    fn needs_start(&mut self) -> bool {
+        match &mut self.child {
+            None => true,
+            Some(child) => match child.try_wait() {
+                Ok(None) => false,
+                Ok(Some(status)) => {
+                    tracing::warn!(process = self.what, %status, "exited; restarting it");
+                    self.restarts += 1;
+                    self.child = None;
+                    true
+                }
+                Err(e) => {
+                    tracing::warn!(process = self.what, "cannot check it: {e}");
+                    false
+                }
+            },
+        }
+    }
+
+    fn started(&mut self, child: std::io::Result<Child>) {
+        match child {
+            Ok(child) => {
+                tracing::info!(process = self.what, pid = child.id(), "started");
+                self.child = Some(child);
+            }
+            Err(e) => tracing::error!(process = self.what, "cannot start: {e}"),
+        }
+    }
+
+    /// SIGTERM, then SIGKILL after a grace period.
+    async fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if let Some(pid) = child.id() {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+        }
+        if tokio::time::timeout(Duration::from_secs(5), child.wait())
+            .await
+            .is_err()
+        {
+            let _ = child.kill().await;
+        }
+    }
+}
+
+/// The prefixes whose keys make up the BGP configuration of `host`.
+fn prefixes(host: &str) -> Vec<String> {
+    vec![
+        "/calico/bgp/v1/".to_owned(),
+        "/calico/v1/config/bgp_".to_owned(),
+        format!("/calico/v1/host/{host}/bgp_peer_"),
+        "/calico/v1/ipam/".to_owned(),
+        format!("/calico/ipam/v2/host/{host}/"),
+    ]
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("hostname", &self.hostname)
+            .field("bird", &self.bird)
+            .field("felix", &self.felix)
+            .finish()
+    }
+}
+
+impl Node {
+    /// Runs until SIGTERM or SIGINT, then stops Felix and BIRD.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let (events, mut incoming) = mpsc::channel::<(usize, WatchEvent)>(4096);
+        let prefixes = prefixes(&self.hostname);
+        for (index, prefix) in prefixes.iter().enumerate() {
+            let mut watch = self.store.watch(prefix).await?;
+            let events = events.clone();
+            tokio::spawn(async move {
+                while let Some(event) = watch.next().await {
+                    if events.send((index, event)).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        let mut config = BgpConfig::default();
+        let mut synced = BTreeSet::new();
+        let mut dirty = false;
+        let mut bird = Supervised::new("bird");
+        let mut felix = Supervised::new("calico-felix");
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        loop {
+            tokio::select! {
+                Some((index, event)) = incoming.recv() => {
+                    dirty |= self.apply(&mut config, &mut synced, index, event);
+                    while let Ok((index, event)) = incoming.try_recv() {
+                        dirty |= self.apply(&mut config, &mut synced, index, event);
+                    }
+                }
+                _ = tick.tick() => {}
+                _ = terminate.recv() => break,
+                _ = tokio::signal::ctrl_c() => break,
+            }
+            if dirty && synced.len() == prefixes.len() {
+                dirty = false;
+                self.render(&config, bird.child.is_some()).await;
+            }
+            self.supervise(&mut bird, &mut felix);
+        }
+        tracing::info!("stopping");
+        felix.stop().await;
+        bird.stop().await;
+        Ok(())
+    }
+
+    /// Applies one watch event; returns whether the configuration may have changed.
+    fn apply(
+        &self,
+        config: &mut BgpConfig,
+        synced: &mut BTreeSet<usize>,
+        index: usize,
+        event: WatchEvent,
+    ) -> bool {
+        let (key, value) = match event {
+            WatchEvent::InSync { .. } => {
+                synced.insert(index);
+                return true;
+            }
+            WatchEvent::Put(pair) => (pair.key, Some(pair.value)),
+            WatchEvent::Delete { key, .. } => (key, None),
+        };
+        let Ok(parsed) = Key::parse(&key) else {
+            return false;
+        };
+        if !BgpConfig::is_relevant(&parsed) {
+            return false;
+        }
+        let value = value.and_then(|raw| match parse_value(&parsed, &raw) {
+            Ok(value) => Some(value),
+            Err(e) => {
+                tracing::warn!(%key, "ignoring an invalid value (treated as missing): {e}");
+                None
+            }
+        });
+        config.apply(&parsed, value.as_ref());
+        true
+    }
+
+    /// Renders and installs BIRD's configuration; a running BIRD is told to reload it.
+    async fn render(&self, config: &BgpConfig, running: bool) {
+        let text = match render(config, &self.hostname) {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::error!("cannot render the BIRD configuration: {e}");
+                return;
+            }
+        };
+        match self.bird.install(&text).await {
+            Ok(false) => {}
+            Ok(true) => {
+                tracing::info!(config = %self.bird.config.display(), "new BIRD configuration");
+                if running && let Err(e) = self.bird.reconfigure().await {
+                    tracing::error!("{e}");
+                }
+            }
+            Err(e) => tracing::error!("{e}"),
+        }
+    }
+
+    /// Starts what is not running: BIRD once it has a configuration, Felix if asked for.
+    fn supervise(&self, bird: &mut Supervised, felix: &mut Supervised) {
+        if self.bird.config.is_file() && bird.needs_start() {
+            bird.started(self.bird.start());
+        }
+        if let Some(process) = &self.felix
+            && felix.needs_start()
+        {
+            let child = Command::new(&process.binary)
+                .envs(process.env.iter().map(|(k, v)| (k, v)))
+                .stdin(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .spawn();
+            felix.started(child);
+        }
+    }
+}
