@@ -62,11 +62,39 @@ pub enum Command {
         #[command(subcommand)]
         command: PolicyCommand,
     },
+    /// BGP nodes: this host's BGP sessions, the registered hosts
+    Node {
+        #[command(subcommand)]
+        command: NodeCommand,
+    },
     /// IP address management: assign, release, show usage, check for leaks
     Ipam {
         #[command(subcommand)]
         command: IpamCommand,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    /// This host's BGP sessions as BIRD reports them: peer, type (mesh, rr, global, node),
+    /// state, since, routes imported and exported. Runs `birdc` on calico-node's socket.
+    Status(NodeStatusArgs),
+    /// The hosts registered for BGP: addresses, AS number, route reflector cluster id
+    List,
+}
+
+#[derive(Debug, Args)]
+pub struct NodeStatusArgs {
+    /// BIRD's control socket (calico-node's --run-dir + /bird.ctl)
+    #[arg(
+        long,
+        env = "CALICO_BIRD_SOCKET",
+        default_value = "/var/run/calico/bird.ctl"
+    )]
+    pub bird_socket: std::path::PathBuf,
+    /// The BIRD client
+    #[arg(long, default_value = "birdc")]
+    pub birdc: std::path::PathBuf,
 }
 
 #[derive(Debug, Subcommand)]

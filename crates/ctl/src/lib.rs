@@ -25,6 +25,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             command: SelectorCommand::Eval,
         } => commands::selector::eval(std::io::stdin().lock(), &mut out),
         Command::Validate(args) => commands::validate::run(&args, &mut out),
+        Command::Node {
+            command: cli::NodeCommand::Status(args),
+        } => commands::node::status(&args, &mut out),
         command => {
             let store = connect::connect(&cli.etcd).await?;
             match command {
@@ -37,6 +40,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Command::Policy {
                     command: PolicyCommand::Explain(args),
                 } => commands::explain::run(store.as_ref(), &args, &mut out).await,
+                Command::Node {
+                    command: cli::NodeCommand::List,
+                } => commands::node::list(store.as_ref(), &mut out).await,
+                Command::Node { .. } => unreachable!("handled above"),
                 Command::Ipam { command } => {
                     commands::ipam::run(store.into(), command, &mut out).await
                 }

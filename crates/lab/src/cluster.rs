@@ -26,7 +26,14 @@ pub struct UpOptions {
     pub felix_env: Vec<(String, String)>,
     /// The `calico-felix` binary; by default the one next to `calico-lab`, else from `PATH`.
     pub felix: Option<PathBuf>,
+    /// BGP without the node-to-node mesh.
+    pub no_mesh: bool,
+    /// Hosts that are BGP route reflectors (cluster id 1.0.0.1).
+    pub route_reflectors: Vec<String>,
 }
+
+/// The route reflector cluster id the lab gives its reflectors.
+pub const RR_CLUSTER_ID: &str = "1.0.0.1";
 
 /// A workload to plug in.
 #[derive(Debug, Clone, Default)]
@@ -140,6 +147,22 @@ async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Resu
 
     let store = connect(lab).await.with_context(|| log_hint(lab, "etcd"))?;
     store.put("/calico/v1/Ready", "true").await?;
+    if options.no_mesh {
+        store
+            .put("/calico/bgp/v1/global/node_mesh", r#"{"enabled": false}"#)
+            .await?;
+    }
+    for reflector in &options.route_reflectors {
+        let known = (1..=options.hosts).any(|n| format!("host{n}") == *reflector);
+        if !known {
+            bail!(
+                "--route-reflector {reflector}: the lab's hosts are host1 to host{}",
+                options.hosts
+            );
+        }
+        let key = format!("/calico/bgp/v1/host/{reflector}/rr_cluster_id");
+        store.put(&key, RR_CLUSTER_ID).await?;
+    }
     for pool in cni::POOLS {
         let cidr: ipnet::IpNet = pool.parse().expect("valid pool");
         let key = calico_model::Key::Pool { cidr }.to_string();

@@ -31,6 +31,12 @@ enum Cmd {
         /// The calico-felix binary (default: beside calico-lab, then PATH).
         #[arg(long, env = "CALICO_FELIX")]
         felix: Option<PathBuf>,
+        /// Turn the BGP node-to-node mesh off (then hosts peer only with route reflectors).
+        #[arg(long)]
+        no_mesh: bool,
+        /// Make this host a BGP route reflector (repeatable).
+        #[arg(long = "route-reflector", value_name = "HOST")]
+        route_reflectors: Vec<String>,
     },
     /// Prints `export` lines so calicoctl and etcdctl reach the lab's etcd.
     Env,
@@ -187,11 +193,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             hosts,
             felix_config,
             felix,
+            no_mesh,
+            route_reflectors,
         } => {
             let options = UpOptions {
                 hosts,
                 felix_env: felix_env(&felix_config)?,
                 felix,
+                no_mesh,
+                route_reflectors,
             };
             let lab = cluster::up(name, &options).await?;
             println!(

@@ -25,6 +25,7 @@ const PACKAGES: &[(&str, &str)] = &[
     ("openssl", "openssl"),
     ("ip", "iproute2"),
     ("bird", "bird2"),
+    ("birdc", "bird2"),
     ("iptables", "iptables"),
     ("ipset", "ipset"),
     ("iptables-restore", "iptables"),

@@ -6,6 +6,7 @@ pub mod explain;
 pub mod get;
 pub mod ipam;
 pub mod load;
+pub mod node;
 pub mod put;
 pub mod selector;
 pub mod validate;

@@ -19,7 +19,18 @@ pub struct TestLab {
 impl TestLab {
     /// `calico-lab up --hosts N` with extra Felix settings (`Name=Value`).
     pub fn up(hosts: u32, felix_config: &[&str]) -> TestLab {
+        let mut extra = Vec::new();
+        for setting in felix_config {
+            extra.extend(["--felix-config", setting]);
+        }
+        TestLab::up_with(hosts, &extra)
+    }
+
+    /// `calico-lab up --hosts N` with extra arguments.
+    pub fn up_with(hosts: u32, extra: &[&str]) -> TestLab {
         for tool in [
+            "bird",
+            "birdc",
             "ip",
             "etcd",
             "etcdctl",
@@ -30,12 +41,19 @@ impl TestLab {
         ] {
             require_tool(tool);
         }
-        let felix = PathBuf::from(BIN).with_file_name("calico-felix");
-        assert!(
-            felix.is_file(),
-            "{} is missing: build it first (cargo build -p calico-felix; scripts/test.sh does)",
-            felix.display()
-        );
+        for (binary, package) in [
+            ("calico-felix", "calico-felix"),
+            ("calico-node", "calico-node"),
+            ("calico", "calico-cni"),
+            ("calico-ipam", "calico-cni"),
+        ] {
+            let path = PathBuf::from(BIN).with_file_name(binary);
+            assert!(
+                path.is_file(),
+                "{} is missing: build it first (cargo build -p {package}; scripts/test.sh does)",
+                path.display()
+            );
+        }
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let name = format!(
             "t{}n{}",
@@ -45,9 +63,7 @@ impl TestLab {
         let lab = TestLab { name };
         let hosts = hosts.to_string();
         let mut args = vec!["up", "--hosts", &hosts];
-        for setting in felix_config {
-            args.extend(["--felix-config", setting]);
-        }
+        args.extend_from_slice(extra);
         lab.ok(&args);
         lab
     }

@@ -1,0 +1,95 @@
+//! `calicoctl node status|list`: BGP as an operator troubleshoots it.
+
+use std::io::Write;
+use std::process::{Command, ExitCode};
+
+use calico_bgp::{BgpConfig, DEFAULT_AS, parse_protocols};
+use calico_datastore::Datastore;
+use calico_model::{Key, parse_value};
+
+use crate::cli::NodeStatusArgs;
+
+/// This host's BGP sessions, from BIRD.
+pub fn status(args: &NodeStatusArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    let output = Command::new(&args.birdc)
+        .arg("-s")
+        .arg(&args.bird_socket)
+        .args(["show", "protocols", "all"])
+        .output()
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", args.birdc.display()))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() || text.contains("Unable to connect") {
+        anyhow::bail!(
+            "BIRD is not answering on {} ({}): is calico-node running on this host? \
+             (--bird-socket names another socket)",
+            args.bird_socket.display(),
+            text.trim()
+        );
+    }
+    let sessions = parse_protocols(&text);
+    writeln!(
+        out,
+        "{:<26} {:<7} {:<6} {:<13} {:>8} {:>8}  INFO",
+        "PEER ADDRESS", "TYPE", "STATE", "SINCE", "IMPORTED", "EXPORTED"
+    )?;
+    for s in &sessions {
+        let kind = s.kind.map_or("other", |k| match k {
+            calico_bgp::PeerKind::Mesh => "mesh",
+            calico_bgp::PeerKind::Rr => "rr",
+            calico_bgp::PeerKind::Global => "global",
+            calico_bgp::PeerKind::Node => "node",
+        });
+        let peer = s
+            .neighbor
+            .map_or_else(|| s.name.clone(), |ip| ip.to_string());
+        writeln!(
+            out,
+            "{peer:<26} {kind:<7} {:<6} {:<13} {:>8} {:>8}  {}",
+            s.state, s.since, s.imported, s.exported, s.info
+        )?;
+    }
+    if sessions.is_empty() {
+        writeln!(out, "(no BGP sessions configured)")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The registered hosts.
+pub async fn list(store: &dyn Datastore, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    let mut config = BgpConfig::default();
+    for pair in store.list("/calico/bgp/v1/").await? {
+        if let Ok(key) = Key::parse(&pair.key)
+            && let Ok(value) = parse_value(&key, &pair.value)
+        {
+            config.apply(&key, Some(&value));
+        }
+    }
+    writeln!(
+        out,
+        "{:<24} {:<16} {:<28} {:>10}  ROUTE REFLECTOR",
+        "HOST", "IPV4", "IPV6", "AS"
+    )?;
+    let global = config.global_as();
+    for (name, node) in config.nodes.iter().filter(|(_, n)| n.is_registered()) {
+        let as_text = match node.as_num {
+            Some(n) => n.to_string(),
+            None if global == DEFAULT_AS => format!("{global} (default)"),
+            None => format!("{global} (global)"),
+        };
+        writeln!(
+            out,
+            "{name:<24} {:<16} {:<28} {as_text:>10}  {}",
+            node.ipv4.map(|a| a.to_string()).unwrap_or_default(),
+            node.ipv6.map(|a| a.to_string()).unwrap_or_default(),
+            node.rr_cluster_id
+                .map(|id| format!("cluster {id}"))
+                .unwrap_or_default()
+        )?;
+    }
+    writeln!(
+        out,
+        "node-to-node mesh: {}",
+        if config.mesh_enabled() { "on" } else { "off" }
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
