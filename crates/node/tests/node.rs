@@ -1,0 +1,191 @@
+//! calico-node as it runs on a host: inside a test-made namespace (with etcd on its loopback and
+//! an interface holding the default route), with real Felix and real BIRD.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use calico_testkit::{EtcdServer, NetNs, require_tool};
+
+struct Running {
+    child: Child,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn eventually(what: &str, log: &Path, mut check: impl FnMut() -> Option<String>) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(found) = check() {
+            return found;
+        }
+        if Instant::now() > deadline {
+            let log = std::fs::read_to_string(log).unwrap_or_default();
+            panic!("timed out waiting for {what}; calico-node's log:\n{log}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn get(etcd: &EtcdServer, key: &str) -> Option<String> {
+    let out = etcd.etcdctl(&["get", key, "--print-value-only"]);
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (!text.is_empty()).then_some(text)
+}
+
+fn processes_in(ns: &NetNs) -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "pids", ns.name()])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).ok())
+        .map(|c| c.trim().to_owned())
+        .collect()
+}
+
+#[test]
+fn registers_runs_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
+    for tool in ["bird", "birdc", "ip", "iptables", "ipset"] {
+        require_tool(tool);
+    }
+    let felix = PathBuf::from(env!("CARGO_BIN_EXE_calico-node")).with_file_name("calico-felix");
+    assert!(
+        felix.is_file(),
+        "{} is missing: cargo build -p calico-felix",
+        felix.display()
+    );
+    let host = NetNs::new("node-host");
+    // The interface with the default route: its address is the one to detect.
+    host.run_ok(
+        "ip",
+        &[
+            "link", "add", "eth0", "type", "veth", "peer", "name", "peer0",
+        ],
+        "",
+    );
+    host.run_ok("ip", &["addr", "add", "10.98.0.5/24", "dev", "eth0"], "");
+    host.run_ok("ip", &["link", "set", "eth0", "up"], "");
+    host.run_ok("ip", &["link", "set", "peer0", "up"], "");
+    host.run_ok("ip", &["route", "add", "default", "via", "10.98.0.1"], "");
+    let etcd = EtcdServer::start_in_netns(host.name());
+    let put = etcd.etcdctl(&["put", "/calico/v1/Ready", "true"]);
+    assert!(put.status.success());
+    let run_dir = tempfile::tempdir().unwrap();
+    let log = run_dir.path().join("node.log");
+    let log_file = std::fs::File::create(&log).unwrap();
+    let child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            host.name(),
+            env!("CARGO_BIN_EXE_calico-node"),
+        ])
+        .args([
+            "--hostname",
+            "node-a",
+            "--ip",
+            "auto",
+            "--ip6",
+            "fd00:98::5",
+            "--as",
+            "64700",
+        ])
+        .arg("--etcd-endpoints")
+        .arg(etcd.endpoint())
+        .arg("--run-dir")
+        .arg(run_dir.path())
+        .env("FELIX_LOGFILEPATH", "none")
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone().unwrap())
+        .stderr(log_file)
+        .spawn()
+        .unwrap();
+    let mut node = Running {
+        child,
+        log: log.clone(),
+    };
+
+    // Registration: the detected address, the given IPv6 address and AS number.
+    let ip = eventually("registration", &log, || {
+        get(&etcd, "/calico/bgp/v1/host/node-a/ip_addr_v4")
+    });
+    assert_eq!(ip, "10.98.0.5");
+    assert_eq!(
+        get(&etcd, "/calico/bgp/v1/host/node-a/ip_addr_v6").as_deref(),
+        Some("fd00:98::5")
+    );
+    assert_eq!(
+        get(&etcd, "/calico/bgp/v1/host/node-a/as_num").as_deref(),
+        Some("64700")
+    );
+    // Felix runs (it reports its status) and so does BIRD, with the rendered configuration.
+    eventually("Felix's status", &log, || {
+        get(&etcd, "/calico/felix/v1/host/node-a/status")
+    });
+    let socket = run_dir.path().join("bird.ctl");
+    let birdc = |args: &[&str]| {
+        let out = host.run(
+            "birdc",
+            &[&["-s", socket.to_str().unwrap()][..], args].concat(),
+            "",
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    eventually("BIRD answering", &log, || {
+        birdc(&["show", "status"])
+            .contains("Daemon is up")
+            .then_some(String::new())
+    });
+    let config = std::fs::read_to_string(run_dir.path().join("bird.conf")).unwrap();
+    assert!(
+        config.contains("router id 10.98.0.5;") && config.contains("as 64700"),
+        "{config}"
+    );
+
+    // A peer BIRD refuses (a link-local neighbor needs an interface): the running configuration
+    // stays, and the log says why.
+    let bad = r#"{"ip": "fe80::1", "as_num": 64701}"#;
+    etcd.etcdctl(&["put", "/calico/bgp/v1/global/peer_v6/fe80::1", bad]);
+    eventually("the rejection in the log", &log, || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.contains("BIRD rejects the new configuration")
+            .then_some(text)
+    });
+    let config = std::fs::read_to_string(run_dir.path().join("bird.conf")).unwrap();
+    assert!(!config.contains("fe80::1"), "{config}");
+    // Fixing it: the next configuration is installed and BIRD reloads it.
+    etcd.etcdctl(&["del", "/calico/bgp/v1/global/peer_v6/fe80::1"]);
+    etcd.etcdctl(&[
+        "put",
+        "/calico/bgp/v1/global/peer_v4/10.98.0.9",
+        r#"{"ip": "10.98.0.9", "as_num": 64701}"#,
+    ]);
+    eventually("the new peer in BIRD", &log, || {
+        birdc(&["show", "protocols"])
+            .contains("Global_10_98_0_9")
+            .then_some(String::new())
+    });
+
+    // SIGTERM stops Felix and BIRD with calico-node.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(node.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .ok();
+    let _ = node.child.wait();
+    eventually("no processes left", &log, || {
+        let left: Vec<String> = processes_in(&host)
+            .into_iter()
+            .filter(|c| c != "etcd")
+            .collect();
+        left.is_empty().then_some(String::new())
+    });
+    drop(node);
+}
