@@ -107,10 +107,7 @@ fn registers_runs_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
         .stderr(log_file)
         .spawn()
         .unwrap();
-    let mut node = Running {
-        child,
-        log: log.clone(),
-    };
+    let mut node = Running { child };
 
     // Registration: the detected address, the given IPv6 address and AS number.
     let ip = eventually("registration", &log, || {
