@@ -8,54 +8,20 @@
 //! Run as root after building the binaries in the same profile:
 //! `cargo build --release -p calico-lab -p calico-felix && cargo run --release -p calico-lab --example lab_bench`
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore};
 use calico_lab::Lab;
 
+mod common;
+use common::{Down, lab, lab_bin};
+
 const ENDPOINTS: usize = 100;
 const POLICIES: usize = 2000;
 const ACTIVE_POLICIES: usize = 1000;
 const SAMPLES: usize = 40;
 const SERVER: &str = "10.66.1.1";
-
-fn lab_bin() -> PathBuf {
-    std::env::var_os("CALICO_LAB_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let me = std::env::current_exe().expect("own path");
-            me.parent()
-                .and_then(|p| p.parent())
-                .expect("target dir")
-                .join("calico-lab")
-        })
-}
-
-fn lab(name: &str, args: &[&str]) -> String {
-    let out = Command::new(lab_bin())
-        .args(["--lab", name])
-        .args(args)
-        .output()
-        .expect("calico-lab runs");
-    assert!(
-        out.status.success(),
-        "calico-lab {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-struct Down(String);
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = Command::new(lab_bin())
-            .args(["--lab", &self.0, "down"])
-            .output();
-    }
-}
 
 fn now_ns() -> u128 {
     SystemTime::now()

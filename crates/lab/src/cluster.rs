@@ -396,15 +396,7 @@ fn felix_binary(given: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(path) = std::env::var_os("CALICO_FELIX") {
         return Ok(PathBuf::from(path));
     }
-    let beside = std::env::current_exe()?.with_file_name("calico-felix");
-    if beside.is_file() {
-        return Ok(beside);
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("calico-felix"))
-        .find(|p| p.is_file())
-        .context("calico-felix not found beside calico-lab or on PATH; build it with `cargo build -p calico-felix` or pass --felix")
+    sibling_binary("calico-felix", "calico-felix")
 }
 
 /// Removes everything of a lab: processes in its namespaces, the namespaces, its state.
