@@ -126,9 +126,9 @@ pub struct IpamAssignArgs {
     /// How many IPv6 addresses to assign automatically
     #[arg(long, default_value_t = 0)]
     pub ipv6: usize,
-    /// The host whose blocks are used (default: this machine's hostname)
+    /// The host whose blocks are used (and which claims a new block if needed)
     #[arg(long)]
-    pub host: Option<String>,
+    pub host: String,
 }
 
 #[derive(Debug, Args)]

@@ -105,7 +105,16 @@ fn assign_show_and_release_addresses() {
 
     // Assigning a taken address says who holds it.
     let (ok, text) = ctl.run(
-        &["ipam", "assign", "--handle", "x", "--ip", "10.70.0.200"],
+        &[
+            "ipam",
+            "assign",
+            "--handle",
+            "x",
+            "--host",
+            "node1",
+            "--ip",
+            "10.70.0.200",
+        ],
         "",
     );
     assert!(
@@ -196,10 +205,24 @@ fn check_finds_a_leak_and_fix_releases_it_after_confirmation() {
 #[test]
 fn bad_arguments_are_refused_with_the_reason() {
     let ctl = Ctl::start();
-    let (ok, text) = ctl.run(&["ipam", "assign", "--handle", "h"], "");
+    let (ok, text) = ctl.run(&["ipam", "assign", "--handle", "h", "--host", "n"], "");
     assert!(!ok && text.contains("nothing to assign"), "{text}");
+    let (ok, text) = ctl.run(&["ipam", "assign", "--handle", "h", "--ipv4", "1"], "");
+    assert!(
+        !ok && text.contains("--host"),
+        "the host must be named: {text}"
+    );
     let (ok, text) = ctl.run(
-        &["ipam", "assign", "--handle", "bad/handle", "--ipv4", "1"],
+        &[
+            "ipam",
+            "assign",
+            "--handle",
+            "bad/handle",
+            "--host",
+            "n",
+            "--ipv4",
+            "1",
+        ],
         "",
     );
     assert!(!ok && text.contains("handle \"bad/handle\""), "{text}");
@@ -209,7 +232,16 @@ fn bad_arguments_are_refused_with_the_reason() {
         "{text}"
     );
     let (ok, text) = ctl.run(
-        &["ipam", "assign", "--handle", "h", "--ip", "10.99.0.1"],
+        &[
+            "ipam",
+            "assign",
+            "--handle",
+            "h",
+            "--host",
+            "n",
+            "--ip",
+            "10.99.0.1",
+        ],
         "",
     );
     assert!(

@@ -36,7 +36,7 @@ async fn assign(
     args: &IpamAssignArgs,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
-    let host = args.host.clone().unwrap_or_else(calico_linux::hostname);
+    let host = args.host.clone();
     if let Some(ip) = args.ip {
         ipam.assign_ip(ip, &args.handle, &BTreeMap::new(), &host)
             .await?;
