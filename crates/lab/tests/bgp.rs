@@ -93,7 +93,8 @@ fn all_reach(lab: &TestLab, workloads: &[(&str, &str)]) {
 }
 
 #[test]
-fn a_mesh_spreads_block_routes_borrowed_addresses_and_withdraws_a_stopped_host() {
+fn a_mesh_spreads_block_routes_borrowed_addresses_survives_turning_into_route_reflection_and_withdraws_a_stopped_host()
+ {
     let lab = TestLab::up(3, &[]);
     lab.put("/calico/v1/policy/profile/open/rules", OPEN);
     let workloads = [
@@ -150,6 +151,26 @@ fn a_mesh_spreads_block_routes_borrowed_addresses_and_withdraws_a_stopped_host()
     assert!(
         lab.ping("w3", "10.65.1.7"),
         "w3 cannot reach the borrowed address on host2"
+    );
+
+    // Turning the mesh off with host1 as route reflector keeps everyone connected: host2 and
+    // host3 now hear each other's routes through host1.
+    lab.put("/calico/bgp/v1/host/host1/rr_cluster_id", "1.0.0.1");
+    lab.put("/calico/bgp/v1/global/node_mesh", r#"{"enabled": false}"#);
+    eventually("host2 peers only with the reflector", || {
+        let status = node_status(&lab, "host2");
+        let only_rr = !status.contains("10.99.0.13") && !status.contains(" mesh ");
+        if only_rr && status.matches("Established").count() == 2 {
+            Ok(())
+        } else {
+            Err(status)
+        }
+    });
+    lab.wait();
+    all_reach(&lab, &workloads);
+    assert!(
+        lab.ping("w3", "10.65.1.7"),
+        "w3 cannot reach the borrowed address via the reflector"
     );
 
     // Stopping host3's calico-node (and with it BIRD) withdraws host3's routes elsewhere.
