@@ -37,16 +37,39 @@ pub async fn run(env: &Env, conf: &NetConf, stdin: &[u8]) -> Result<Option<Value
             ),
         )
     })?;
-    let ipam_type = conf.ipam()?.plugin_type.clone();
+    let call = Call {
+        env,
+        conf,
+        stdin,
+        workload,
+        ipam_type: conf.ipam()?.plugin_type.clone(),
+    };
     match env.command {
-        Command::Add => add(env, conf, stdin, &workload, &ipam_type).await.map(Some),
-        Command::Del => del(env, conf, stdin, &workload, &ipam_type)
-            .await
-            .map(|()| None),
-        Command::Check => check(env, conf, stdin, &workload, &ipam_type)
-            .await
-            .map(|()| None),
+        Command::Add => add(&call).await.map(Some),
+        Command::Del => del(&call).await.map(|()| None),
+        Command::Check => check(&call).await.map(|()| None),
         Command::Version => unreachable!("VERSION is answered before any plugin runs"),
+    }
+}
+
+/// One call: what the runtime passed, the workload it is about and the IPAM plugin to use.
+struct Call<'a> {
+    env: &'a Env,
+    conf: &'a NetConf,
+    stdin: &'a [u8],
+    workload: Workload,
+    ipam_type: String,
+}
+
+impl<'a> Call<'a> {
+    fn parts(&self) -> (&'a Env, &'a NetConf, &'a [u8], &Workload, &str) {
+        (
+            self.env,
+            self.conf,
+            self.stdin,
+            &self.workload,
+            &self.ipam_type,
+        )
     }
 }
 
@@ -58,13 +81,8 @@ struct Done {
     endpoint: Option<String>,
 }
 
-async fn add(
-    env: &Env,
-    conf: &NetConf,
-    stdin: &[u8],
-    workload: &Workload,
-    ipam_type: &str,
-) -> Result<Value, CniError> {
+async fn add(call: &Call<'_>) -> Result<Value, CniError> {
+    let (env, conf, stdin, workload, ipam_type) = call.parts();
     let netns = Netns::at_path(&env.netns);
     if !Path::new(&env.netns).exists() {
         return Err(CniError::new(
@@ -393,13 +411,8 @@ async fn undo(done: &Done, env: &Env, stdin: &[u8], ipam_type: &str, store: &dyn
     }
 }
 
-async fn del(
-    env: &Env,
-    conf: &NetConf,
-    stdin: &[u8],
-    workload: &Workload,
-    ipam_type: &str,
-) -> Result<(), CniError> {
+async fn del(call: &Call<'_>) -> Result<(), CniError> {
+    let (env, conf, stdin, workload, ipam_type) = call.parts();
     let store = connect(conf).await?;
     let key = workload.key().to_string();
     // Kubernetes reuses a pod's name (and so its endpoint and veth) for the next container:
@@ -465,13 +478,8 @@ async fn owned_by(
     Ok(true)
 }
 
-async fn check(
-    env: &Env,
-    conf: &NetConf,
-    stdin: &[u8],
-    workload: &Workload,
-    ipam_type: &str,
-) -> Result<(), CniError> {
+async fn check(call: &Call<'_>) -> Result<(), CniError> {
+    let (env, conf, stdin, workload, ipam_type) = call.parts();
     let prev = conf.prev_result()?.ok_or_else(|| {
         CniError::new(
             code::INVALID_CONFIG,

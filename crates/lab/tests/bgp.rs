@@ -92,20 +92,28 @@ fn all_reach(lab: &TestLab, workloads: &[(&str, &str)]) {
     }
 }
 
-#[test]
-fn a_mesh_spreads_block_routes_borrowed_addresses_survives_turning_into_route_reflection_and_withdraws_a_stopped_host()
- {
-    let lab = TestLab::up(3, &[]);
+/// w1, w2, w3 on host1, host2, host3, with an open profile.
+const WORKLOADS: [(&str, &str); 3] = [
+    ("w1", "10.65.1.1"),
+    ("w2", "10.65.2.1"),
+    ("w3", "10.65.3.1"),
+];
+
+/// A 3-host lab (`calico-lab up` with `extra`) with [`WORKLOADS`], programmed and routed.
+fn three_hosts(extra: &[&str]) -> TestLab {
+    let lab = TestLab::up_with(3, extra);
     lab.put("/calico/v1/policy/profile/open/rules", OPEN);
-    let workloads = [
-        ("w1", "10.65.1.1"),
-        ("w2", "10.65.2.1"),
-        ("w3", "10.65.3.1"),
-    ];
-    for (n, (name, ip)) in workloads.iter().enumerate() {
+    for (n, (name, ip)) in WORKLOADS.iter().enumerate() {
         lab.workload(&format!("host{}", n + 1), name, ip, &["open"], &[]);
     }
     lab.wait();
+    lab
+}
+
+#[test]
+fn mesh_block_routes_borrowed_addresses_route_reflection_and_a_stopped_host() {
+    let lab = three_hosts(&[]);
+    let workloads = WORKLOADS;
     // One route per block, learned over BGP; the own block is a blackhole.
     let on1 = routes(&lab, "host1");
     for block in blocks_of(&lab, "host2") {
@@ -196,17 +204,8 @@ fn a_mesh_spreads_block_routes_borrowed_addresses_survives_turning_into_route_re
 
 #[test]
 fn route_reflectors_without_the_mesh_and_bird_restarted_after_a_kill() {
-    let lab = TestLab::up_with(3, &["--no-mesh", "--route-reflector", "host1"]);
-    lab.put("/calico/v1/policy/profile/open/rules", OPEN);
-    let workloads = [
-        ("w1", "10.65.1.1"),
-        ("w2", "10.65.2.1"),
-        ("w3", "10.65.3.1"),
-    ];
-    for (n, (name, ip)) in workloads.iter().enumerate() {
-        lab.workload(&format!("host{}", n + 1), name, ip, &["open"], &[]);
-    }
-    lab.wait();
+    let lab = three_hosts(&["--no-mesh", "--route-reflector", "host1"]);
+    let workloads = WORKLOADS;
     // host2 and host3 peer only with the reflector, which reflects their routes to each other.
     let status = node_status(&lab, "host2");
     assert!(

@@ -66,7 +66,7 @@ pub async fn list(store: &dyn Datastore, out: &mut impl Write) -> anyhow::Result
     }
     writeln!(
         out,
-        "{:<24} {:<16} {:<28} {:>10}  ROUTE REFLECTOR",
+        "{:<24} {:<16} {:<28} {:<16}  ROUTE REFLECTOR",
         "HOST", "IPV4", "IPV6", "AS"
     )?;
     let global = config.global_as();
@@ -78,7 +78,7 @@ pub async fn list(store: &dyn Datastore, out: &mut impl Write) -> anyhow::Result
         };
         writeln!(
             out,
-            "{name:<24} {:<16} {:<28} {as_text:>10}  {}",
+            "{name:<24} {:<16} {:<28} {as_text:<16}  {}",
             node.ipv4.map(|a| a.to_string()).unwrap_or_default(),
             node.ipv6.map(|a| a.to_string()).unwrap_or_default(),
             node.rr_cluster_id
