@@ -38,6 +38,20 @@ fn get(etcd: &EtcdServer, key: &str) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
+/// The pid of a process named `name` in the namespace.
+fn pid_of(ns: &NetNs, name: &str) -> Option<i32> {
+    let out = Command::new("ip")
+        .args(["netns", "pids", ns.name()])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|pid| pid.parse::<i32>().ok())
+        .find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name)
+        })
+}
+
 fn processes_in(ns: &NetNs) -> Vec<String> {
     let out = Command::new("ip")
         .args(["netns", "pids", ns.name()])
@@ -51,7 +65,7 @@ fn processes_in(ns: &NetNs) -> Vec<String> {
 }
 
 #[test]
-fn registers_runs_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
+fn registers_supervises_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
     for tool in ["bird", "birdc", "ip", "iptables", "ipset"] {
         require_tool(tool);
     }
@@ -165,6 +179,26 @@ fn registers_runs_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
         r#"{"ip": "10.98.0.9", "as_num": 64701}"#,
     ]);
     eventually("the new peer in BIRD", &log, || {
+        birdc(&["show", "protocols"])
+            .contains("Global_10_98_0_9")
+            .then_some(String::new())
+    });
+
+    // Felix and BIRD killed: calico-node starts them again.
+    for name in ["calico-felix", "bird"] {
+        let old = pid_of(&host, name).unwrap_or_else(|| panic!("{name} is not running"));
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(old),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        eventually(&format!("{name} restarted"), &log, || {
+            pid_of(&host, name)
+                .filter(|pid| *pid != old)
+                .map(|pid| pid.to_string())
+        });
+    }
+    eventually("BIRD answering again", &log, || {
         birdc(&["show", "protocols"])
             .contains("Global_10_98_0_9")
             .then_some(String::new())
