@@ -90,6 +90,22 @@ async fn add(call: &Call<'_>) -> Result<Value, CniError> {
             format!("CNI_NETNS {}: no such namespace", env.netns),
         ));
     }
+    // A repeated ADD must not touch the interface (and addresses) the first one made.
+    let container = Netlink::connect(&netns).map_err(kernel)?;
+    if container
+        .link_by_name(&env.ifname)
+        .await
+        .map_err(kernel)?
+        .is_some()
+    {
+        return Err(CniError::new(
+            code::KERNEL,
+            format!(
+                "{} already exists in {}: a repeated ADD? DEL the container first",
+                env.ifname, env.netns
+            ),
+        ));
+    }
     // IPAM (another process) and the etcd connection overlap.
     let ipam = {
         let (plugin, path, stdin) = (ipam_type.to_owned(), env.path.clone(), stdin.to_vec());

@@ -305,25 +305,23 @@ fn kubernetes_pods_get_k8s_endpoints_and_dual_stack_routes() {
 fn a_failed_add_leaves_no_address_veth_or_endpoint() {
     let rig = Rig::new();
     let container = NetNs::new("cni-fail");
-    // The container already has an eth0: the veth cannot be created there.
-    container.run_ok(
-        "ip",
-        &[
-            "link", "add", "eth0", "type", "veth", "peer", "name", "other0",
-        ],
-        "",
-    );
     let path = netns_path(&container);
-    let config = rig.config("0.4.0", json!({"type": "calico-ipam"}));
+    // An MTU the kernel refuses: ADD fails after IPAM assigned and the veth exists.
+    let mut config = rig.config("0.4.0", json!({"type": "calico-ipam"}));
+    config["mtu"] = json!(1);
     let vars = env("failing", &path, "");
     let add = rig.call("calico", "ADD", &vars, &config);
     assert!(!add.ok, "ADD should fail: {}", add.json);
     assert_eq!(add.json["code"], 102, "{}", add.json);
     assert_eq!(add.json["cniVersion"], "0.4.0");
     assert!(
-        add.json["msg"].as_str().unwrap().contains("add veth"),
+        add.json["msg"].as_str().unwrap().contains("set mtu 1"),
         "{}",
         add.json
+    );
+    assert!(
+        !container.run_ok("ip", &["-o", "link"], "").contains("eth0"),
+        "the container side is left behind"
     );
     assert!(
         rig.keys("/calico/ipam/v2/handle/").is_empty(),
@@ -349,6 +347,45 @@ fn a_failed_add_leaves_no_address_veth_or_endpoint() {
             "{block}"
         );
     }
+}
+
+#[test]
+fn a_repeated_add_leaves_the_first_one_working() {
+    let rig = Rig::new();
+    let container = NetNs::new("cni-again");
+    let path = netns_path(&container);
+    let config = rig.config("1.0.0", json!({"type": "calico-ipam"}));
+    let vars = env("again", &path, "");
+    let first = rig.call("calico", "ADD", &vars, &config);
+    assert_ok(&first);
+    let address = first.json["ips"][0]["address"].as_str().unwrap().to_owned();
+    let again = rig.call("calico", "ADD", &vars, &config);
+    assert!(
+        !again.ok,
+        "a second ADD without DEL should fail: {}",
+        again.json
+    );
+    assert!(
+        again.json["msg"]
+            .as_str()
+            .unwrap()
+            .contains("eth0 already exists"),
+        "{}",
+        again.json
+    );
+    // The first ADD's interface, address, endpoint and IPAM handle are all still there.
+    let addresses = container.run_ok("ip", &["-o", "addr", "show", "dev", "eth0"], "");
+    assert!(addresses.contains(&address), "{addresses}");
+    let key = "/calico/v1/host/node1/workload/cni/again/endpoint/eth0";
+    assert!(rig.get(key).is_some(), "the endpoint was removed");
+    assert_eq!(rig.keys("/calico/ipam/v2/handle/").len(), 1);
+    assert_ok(&rig.call(
+        "calico",
+        "CHECK",
+        &vars,
+        &with_prev(config.clone(), &first.json),
+    ));
+    assert_ok(&rig.call("calico", "DEL", &vars, &config));
 }
 
 #[test]
