@@ -405,6 +405,9 @@ pub fn down(name: &str) -> anyhow::Result<Vec<String>> {
     let lab = Lab::load(name).ok();
     let namespaces = lab_namespaces(name)?;
     let mut pids: Vec<i32> = lab.iter().flat_map(|l| l.pids.iter().copied()).collect();
+    // The relay lives in the caller's namespace: found by its command line too, so that it
+    // goes even when the state file is lost.
+    pids.extend(relay_pids(&Lab::fabric_netns(name)));
     for ns in &namespaces {
         if let Ok(out) = ip(&["netns", "pids", ns]) {
             pids.extend(out.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
@@ -420,6 +423,26 @@ pub fn down(name: &str) -> anyhow::Result<Vec<String>> {
             .with_context(|| format!("cannot remove {}", dir.display()))?;
     }
     Ok(namespaces)
+}
+
+/// The relays serving the lab whose fabric namespace is `fabric`.
+fn relay_pids(fabric: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                return false;
+            };
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            args.iter().any(|a| *a == b"relay")
+                && args
+                    .windows(2)
+                    .any(|w| w[0] == b"--netns" && w[1] == fabric.as_bytes())
+        })
+        .collect()
 }
 
 /// SIGKILLs the processes and waits (briefly) until they are gone.

@@ -197,3 +197,33 @@ fn invalid_objects_are_treated_as_missing() {
     lab.wait();
     assert!(lab.tcp("a", W2, 80), "the fixed profile is picked up");
 }
+
+/// `down` finds everything of a lab from names alone: with the state directory gone (a crash,
+/// a wiped /run), the namespaces, their processes and the relay in the caller's namespace go.
+#[test]
+fn down_cleans_up_without_the_state_directory() {
+    let lab = TestLab::up(1, &[]);
+    let relay = lab.state().pids.clone();
+    assert!(!relay.is_empty(), "the lab records its relay");
+    std::fs::remove_dir_all(&lab.state().dir).unwrap();
+    lab.ok(&["down"]);
+    for pid in relay {
+        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        });
+        assert!(!alive, "the relay {pid} is still running");
+    }
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let left = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !left
+            .lines()
+            .any(|l| l.starts_with(&format!("{}.", lab.name))),
+        "namespaces left: {left}"
+    );
+}
