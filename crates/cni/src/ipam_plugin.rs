@@ -148,18 +148,25 @@ async fn assign_static(
     Ok(ips)
 }
 
-/// IPAM's error as a CNI error with a fitting code.
+/// IPAM's error as a CNI error with a fitting code; errors about a config field name it as the
+/// config spells it (`ipam.ipv4_pools`).
 pub fn ipam_error(error: IpamError) -> CniError {
-    let code = match &error {
-        IpamError::Datastore(_) | IpamError::Corrupt { .. } => code::DATASTORE,
-        IpamError::Contention { .. } => code::TRY_AGAIN_LATER,
+    match &error {
+        IpamError::UnknownPool { field, .. } | IpamError::DisabledPool { field, .. }
+            if field.ends_with("_pools") =>
+        {
+            CniError::new(code::INVALID_CONFIG, format!("ipam.{error}"))
+        }
         IpamError::UnknownPool { .. }
         | IpamError::DisabledPool { .. }
-        | IpamError::InvalidHandle { .. } => code::INVALID_CONFIG,
+        | IpamError::InvalidHandle { .. } => CniError::new(code::INVALID_CONFIG, error.to_string()),
+        IpamError::Datastore(_) | IpamError::Corrupt { .. } => {
+            CniError::new(code::DATASTORE, error.to_string())
+        }
+        IpamError::Contention { .. } => CniError::new(code::TRY_AGAIN_LATER, error.to_string()),
         IpamError::Exhausted { .. }
         | IpamError::NoPool { .. }
         | IpamError::NotInPool { .. }
-        | IpamError::InUse { .. } => code::IPAM,
-    };
-    CniError::new(code, error.to_string())
+        | IpamError::InUse { .. } => CniError::new(code::IPAM, error.to_string()),
+    }
 }

@@ -457,7 +457,7 @@ fn bad_input_gets_spec_error_objects() {
         reply.json["msg"]
             .as_str()
             .unwrap()
-            .contains("10.81.0.0/16 is not a configured IP pool"),
+            .contains("ipam.ipv4_pools: 10.81.0.0/16 is not a configured IP pool"),
         "{}",
         reply.json
     );
@@ -554,7 +554,7 @@ fn etcd_over_tls_with_the_config_s_certificate_files() {
     // No pool yet: the error comes from IPAM, so the TLS connection worked.
     let (ok, out) = run("ADD", &config);
     assert!(
-        !ok && out.contains("10.85.0.0/24 is not a configured IP pool"),
+        !ok && out.contains("ipam.ipv4_pools: 10.85.0.0/24 is not a configured IP pool"),
         "{out}"
     );
     let store_config = calico_datastore::EtcdConfig {

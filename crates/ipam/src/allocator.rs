@@ -11,15 +11,16 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use calico_datastore::{Compare, Datastore, Expect, KvPair, TxnOp};
-use calico_model::ipam::{AllocationAttribute, AllocationBlock, AllocationHandle, IpamConfig};
-use calico_model::key::{IPAM_V2, Key};
+use calico_datastore::{Compare, Datastore, Expect, TxnOp};
+use calico_model::IpVersion;
+use calico_model::ipam::{AllocationAttribute, AllocationBlock};
+use calico_model::key::Key;
 use calico_model::pool::IpPool;
-use calico_model::{IpVersion, from_json};
 use ipnet::IpNet;
 
 use crate::block::{self, Taken};
 use crate::error::IpamError;
+use crate::store::{BlockWrite, Stored, Txn, handle_change, handle_write};
 
 /// How often an operation re-reads and retries after losing a race.
 pub const DEFAULT_ATTEMPTS: u32 = 100;
@@ -45,13 +46,6 @@ pub struct AssignRequest {
 pub struct Assigned {
     pub ipv4: Vec<IpAddr>,
     pub ipv6: Vec<IpAddr>,
-}
-
-/// A stored object and the revision it was read at.
-#[derive(Debug, Clone)]
-struct Stored<T> {
-    value: T,
-    revision: i64,
 }
 
 /// IPAM over a datastore.
@@ -257,7 +251,7 @@ impl Ipam {
         let strict = self.config().await?.strict_affinity;
         let attribute = attribute(handle, attributes);
         for attempt in 1..=self.attempts {
-            let cidr = match self.block_holding(ip).await? {
+            let cidr = match self.block_holding(ip, &pools).await? {
                 Some(stored) => stored.value.cidr,
                 None => block::block_of(&pool.cidr, ip),
             };
@@ -305,8 +299,17 @@ impl Ipam {
         ips: &[IpAddr],
     ) -> Result<Vec<(IpAddr, Option<String>)>, IpamError> {
         let mut by_block: BTreeMap<IpNet, Vec<IpAddr>> = BTreeMap::new();
+        let mut pools: BTreeMap<IpVersion, Vec<IpPool>> = BTreeMap::new();
         for &ip in ips {
-            if let Some(stored) = self.block_holding(ip).await? {
+            if let Some(ips) = by_block.iter_mut().find(|(cidr, _)| cidr.contains(&ip)) {
+                ips.1.push(ip);
+                continue;
+            }
+            let version = IpVersion::of_addr(&ip);
+            if let std::collections::btree_map::Entry::Vacant(slot) = pools.entry(version) {
+                slot.insert(self.pools(version).await?);
+            }
+            if let Some(stored) = self.block_holding(ip, &pools[&version]).await? {
                 by_block.entry(stored.value.cidr).or_default().push(ip);
             }
         }
@@ -416,7 +419,8 @@ impl Ipam {
 
     /// The attribute (handle and details) an address is assigned with, if it is assigned.
     pub async fn ip_info(&self, ip: IpAddr) -> Result<Option<AllocationAttribute>, IpamError> {
-        let Some(stored) = self.block_holding(ip).await? else {
+        let pools = self.pools(IpVersion::of_addr(&ip)).await?;
+        let Some(stored) = self.block_holding(ip, &pools).await? else {
             return Ok(None);
         };
         let block = stored.value;
@@ -463,281 +467,12 @@ impl Ipam {
         Ok(released)
     }
 
-    /// The pools of one version, as stored (invalid ones are skipped with a warning).
-    pub async fn pools(&self, version: IpVersion) -> Result<Vec<IpPool>, IpamError> {
-        let family = match version {
-            IpVersion::V4 => "v4",
-            IpVersion::V6 => "v6",
-        };
-        let prefix = format!("/calico/v1/ipam/{family}/pool/");
-        let mut pools = Vec::new();
-        for pair in self.store.list(&prefix).await? {
-            match from_json::<IpPool>(&pair.value) {
-                Ok(pool) => pools.push(pool),
-                Err(e) => tracing::warn!(key = %pair.key, "ignoring an invalid pool: {e}"),
-            }
-        }
-        Ok(pools)
-    }
-
-    /// The pools an assignment may use: the requested ones (each must exist and be enabled),
-    /// or every enabled pool.
-    async fn usable_pools(
-        &self,
-        version: IpVersion,
-        requested: &[IpNet],
-    ) -> Result<Vec<IpPool>, IpamError> {
-        let pools = self.pools(version).await?;
-        let field = match version {
-            IpVersion::V4 => "ipv4_pools",
-            IpVersion::V6 => "ipv6_pools",
-        };
-        if requested.is_empty() {
-            let usable: Vec<IpPool> = pools
-                .into_iter()
-                .filter(IpPool::assigns_addresses)
-                .collect();
-            if usable.is_empty() {
-                return Err(IpamError::NoPool { version });
-            }
-            return Ok(usable);
-        }
-        requested
-            .iter()
-            .map(|cidr| {
-                let pool = pools
-                    .iter()
-                    .find(|p| p.cidr == *cidr)
-                    .ok_or(IpamError::UnknownPool { field, cidr: *cidr })?;
-                if !pool.assigns_addresses() {
-                    return Err(IpamError::DisabledPool { field, cidr: *cidr });
-                }
-                Ok(pool.clone())
-            })
-            .collect()
-    }
-
-    /// The cluster's IPAM settings (defaults when unset).
-    pub async fn config(&self) -> Result<IpamConfig, IpamError> {
-        let key = Key::IpamConfig.to_string();
-        match self.store.get(&key).await? {
-            None => Ok(IpamConfig::default()),
-            Some(pair) => parse(&pair),
-        }
-    }
-
-    /// The blocks `host` has affinity to.
-    pub async fn affine_blocks(
-        &self,
-        host: &str,
-        version: IpVersion,
-    ) -> Result<Vec<IpNet>, IpamError> {
-        let prefix = format!("{IPAM_V2}/host/{host}/{}/block/", ip_family(version));
-        let pairs = self.store.list(&prefix).await?;
-        Ok(pairs
-            .iter()
-            .filter_map(|pair| match Key::parse(&pair.key) {
-                Ok(Key::BlockAffinity { hostname, cidr }) if hostname == host => Some(cidr),
-                _ => None,
-            })
-            .collect())
-    }
-
-    /// Every block of one version.
-    async fn blocks(&self, version: IpVersion) -> Result<Vec<Stored<AllocationBlock>>, IpamError> {
-        let prefix = format!("{IPAM_V2}/assignment/{}/block/", ip_family(version));
-        self.store
-            .list(&prefix)
-            .await?
-            .iter()
-            .map(|pair| {
-                Ok(Stored {
-                    value: parse(pair)?,
-                    revision: pair.mod_revision,
-                })
-            })
-            .collect()
-    }
-
-    /// Every block of both versions, with the revision each was read at.
-    pub async fn all_blocks(&self) -> Result<Vec<AllocationBlock>, IpamError> {
-        let mut all = Vec::new();
-        for version in [IpVersion::V4, IpVersion::V6] {
-            all.extend(self.blocks(version).await?.into_iter().map(|s| s.value));
-        }
-        Ok(all)
-    }
-
-    async fn read_block(&self, cidr: &IpNet) -> Result<Option<Stored<AllocationBlock>>, IpamError> {
-        self.read(&Key::Block { cidr: *cidr }).await
-    }
-
-    async fn read_handle(
-        &self,
-        handle: &str,
-    ) -> Result<Option<Stored<AllocationHandle>>, IpamError> {
-        let key = Key::Handle {
-            handle: handle.to_owned(),
-        };
-        self.read(&key).await
-    }
-
-    async fn read<T>(&self, key: &Key) -> Result<Option<Stored<T>>, IpamError>
-    where
-        T: serde::de::DeserializeOwned + calico_model::Validate,
-    {
-        let Some(pair) = self.store.get(&key.to_string()).await? else {
-            return Ok(None);
-        };
-        Ok(Some(Stored {
-            value: parse(&pair)?,
-            revision: pair.mod_revision,
-        }))
-    }
-
-    /// The block holding `ip`: the one its pool's block size says, else any that contains it
-    /// (the pool may have been deleted or recreated with another size).
-    async fn block_holding(
-        &self,
-        ip: IpAddr,
-    ) -> Result<Option<Stored<AllocationBlock>>, IpamError> {
-        let version = IpVersion::of_addr(&ip);
-        for pool in self.pools(version).await? {
-            if pool.cidr.contains(&ip)
-                && let Some(stored) = self.read_block(&block::block_of(&pool.cidr, ip)).await?
-            {
-                return Ok(Some(stored));
-            }
-        }
-        Ok(self
-            .blocks(version)
-            .await?
-            .into_iter()
-            .find(|b| b.value.cidr.contains(&ip)))
-    }
-
-    /// Writes a block change and the matching change of the handle record (as read) in one
-    /// transaction; returns false when something read has changed since.
-    async fn write_block(
-        &self,
-        write: BlockWrite,
-        handle: (&str, Option<Stored<AllocationHandle>>),
-        cidr: &IpNet,
-        delta: i64,
-        affinity: Option<Key>,
-    ) -> Result<bool, IpamError> {
-        let mut txn = Txn::default();
-        write.add_to(&mut txn);
-        if let Some(affinity) = affinity {
-            txn.ops.push(TxnOp::Put {
-                key: affinity.to_string(),
-                value: String::new(),
-            });
-        }
-        if delta != 0 {
-            handle_change(&mut txn, handle, cidr, delta);
-        }
-        Ok(txn.commit(self.store()).await?)
-    }
-
     fn contention(&self, operation: &'static str, what: impl std::fmt::Display) -> IpamError {
         IpamError::Contention {
             operation,
             attempts: self.attempts,
             key: what.to_string(),
         }
-    }
-}
-
-/// A transaction being put together.
-#[derive(Default)]
-struct Txn {
-    compares: Vec<Compare>,
-    ops: Vec<TxnOp>,
-}
-
-impl Txn {
-    async fn commit(self, store: &dyn Datastore) -> Result<bool, calico_datastore::DatastoreError> {
-        store.transaction(&self.compares, &self.ops).await
-    }
-}
-
-/// A block to write, created or updated from a read revision.
-struct BlockWrite {
-    key: String,
-    value: String,
-    expect: Expect,
-}
-
-impl BlockWrite {
-    fn create(block: &AllocationBlock) -> BlockWrite {
-        BlockWrite::new(block, Expect::Absent)
-    }
-
-    fn update(block: &AllocationBlock, revision: i64) -> BlockWrite {
-        BlockWrite::new(block, Expect::ModRevision(revision))
-    }
-
-    fn new(block: &AllocationBlock, expect: Expect) -> BlockWrite {
-        BlockWrite {
-            key: Key::Block { cidr: block.cidr }.to_string(),
-            value: serde_json::to_string(block).expect("a block serialises"),
-            expect,
-        }
-    }
-
-    fn add_to(self, txn: &mut Txn) {
-        txn.compares.push(Compare {
-            key: self.key.clone(),
-            expect: self.expect,
-        });
-        txn.ops.push(TxnOp::Put {
-            key: self.key,
-            value: self.value,
-        });
-    }
-}
-
-/// Adds the change of a handle record (as read) to `txn`: its count in `cidr` moved by `delta`.
-fn handle_change(
-    txn: &mut Txn,
-    (handle, stored): (&str, Option<Stored<AllocationHandle>>),
-    cidr: &IpNet,
-    delta: i64,
-) {
-    let revision = stored.as_ref().map(|s| s.revision);
-    let mut record = stored.map_or_else(
-        || AllocationHandle {
-            id: handle.to_owned(),
-            block: BTreeMap::new(),
-        },
-        |s| s.value,
-    );
-    let count = record.block.entry(*cidr).or_default();
-    *count = count.saturating_add_signed(delta);
-    if *count == 0 {
-        record.block.remove(cidr);
-    }
-    handle_write(txn, handle, revision, &record);
-}
-
-/// Writes (or, when it counts nothing, deletes) a handle record read at `revision`.
-fn handle_write(txn: &mut Txn, handle: &str, revision: Option<i64>, record: &AllocationHandle) {
-    let key = Key::Handle {
-        handle: handle.to_owned(),
-    }
-    .to_string();
-    txn.compares.push(Compare {
-        key: key.clone(),
-        expect: revision.map_or(Expect::Absent, Expect::ModRevision),
-    });
-    if record.block.is_empty() {
-        if revision.is_some() {
-            txn.ops.push(TxnOp::Delete { key });
-        }
-    } else {
-        let value = serde_json::to_string(record).expect("a handle serialises");
-        txn.ops.push(TxnOp::Put { key, value });
     }
 }
 
@@ -757,23 +492,6 @@ fn check_handle(handle: &str) -> Result<(), IpamError> {
         handle: handle.to_owned(),
         reason: e.reason,
     })
-}
-
-fn parse<T>(pair: &KvPair) -> Result<T, IpamError>
-where
-    T: serde::de::DeserializeOwned + calico_model::Validate,
-{
-    from_json(&pair.value).map_err(|e| IpamError::Corrupt {
-        key: pair.key.clone(),
-        reason: e.to_string(),
-    })
-}
-
-fn ip_family(version: IpVersion) -> &'static str {
-    match version {
-        IpVersion::V4 => "ipv4",
-        IpVersion::V6 => "ipv6",
-    }
 }
 
 fn to_i64(n: usize) -> i64 {

@@ -4,6 +4,7 @@
 //! | --- | --- |
 //! | `block` | pure operations on one allocation block: ordinals, assign, release, counts |
 //! | `allocator` | [`Ipam`]: auto-assign, assign one address, release by address or handle, affinities |
+//! | `store` | the IPAM keys: reads with revisions, block-and-handle transactions |
 //! | `check` | the consistency audit behind `calicoctl ipam check` and its repairs |
 //! | `error` | [`IpamError`] |
 //!
@@ -16,6 +17,7 @@ pub mod allocator;
 pub mod block;
 pub mod check;
 pub mod error;
+mod store;
 
 pub use allocator::{AssignRequest, Assigned, DEFAULT_ATTEMPTS, Ipam};
 pub use check::{Fixed, HandleMismatch, Leak, Report, audit};

@@ -71,17 +71,9 @@ fn node_status(lab: &TestLab, host: &str) -> String {
 
 /// The pid of a process named `name` inside a host's namespace.
 fn pid_in(lab: &TestLab, host: &str, name: &str) -> Option<i32> {
-    let netns = format!("{}.{host}", lab.name);
-    let out = Command::new("ip")
-        .args(["netns", "pids", &netns])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .filter_map(|p| p.parse::<i32>().ok())
-        .find(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name)
-        })
+    calico_testkit::processes_in_netns(&format!("{}.{host}", lab.name))
+        .into_iter()
+        .find_map(|(pid, comm)| (comm == name).then_some(pid))
 }
 
 fn all_reach(lab: &TestLab, workloads: &[(&str, &str)]) {

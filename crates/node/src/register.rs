@@ -20,31 +20,35 @@ pub struct Registration {
     pub as_num: Option<AsNumber>,
 }
 
-/// `auto`, `none`, or an address.
+/// `--ip`: `auto`, `none`, or an IPv4 address.
 pub fn pick_ipv4(setting: &str) -> anyhow::Result<Option<Ipv4Addr>> {
-    match setting {
-        "none" | "" => Ok(None),
-        "auto" => detect(IpVersion::V4).map(|ip| match ip {
-            Some(IpAddr::V4(v4)) => Some(v4),
-            _ => None,
+    Ok(
+        pick(setting, IpVersion::V4, "--ip")?.and_then(|ip| match ip {
+            IpAddr::V4(v4) => Some(v4),
+            IpAddr::V6(_) => None,
         }),
-        text => Ok(Some(text.parse().with_context(|| {
-            format!("--ip {text:?}: expected an IPv4 address, auto or none")
-        })?)),
-    }
+    )
 }
 
-/// `auto`, `none`, or an address.
+/// `--ip6`: `auto`, `none`, or an IPv6 address.
 pub fn pick_ipv6(setting: &str) -> anyhow::Result<Option<Ipv6Addr>> {
-    match setting {
-        "none" | "" => Ok(None),
-        "auto" => detect(IpVersion::V6).map(|ip| match ip {
-            Some(IpAddr::V6(v6)) => Some(v6),
-            _ => None,
+    Ok(
+        pick(setting, IpVersion::V6, "--ip6")?.and_then(|ip| match ip {
+            IpAddr::V6(v6) => Some(v6),
+            IpAddr::V4(_) => None,
         }),
-        text => Ok(Some(text.parse().with_context(|| {
-            format!("--ip6 {text:?}: expected an IPv6 address, auto or none")
-        })?)),
+    )
+}
+
+fn pick(setting: &str, version: IpVersion, flag: &str) -> anyhow::Result<Option<IpAddr>> {
+    let ip = match setting {
+        "none" | "" => return Ok(None),
+        "auto" => return detect(version),
+        text => text.parse::<IpAddr>().ok(),
+    };
+    match ip {
+        Some(ip) if IpVersion::of_addr(&ip) == version => Ok(Some(ip)),
+        _ => bail!("{flag} {setting:?}: expected an {version} address, auto or none"),
     }
 }
 

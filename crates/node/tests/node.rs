@@ -40,28 +40,9 @@ fn get(etcd: &EtcdServer, key: &str) -> Option<String> {
 
 /// The pid of a process named `name` in the namespace.
 fn pid_of(ns: &NetNs, name: &str) -> Option<i32> {
-    let out = Command::new("ip")
-        .args(["netns", "pids", ns.name()])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .filter_map(|pid| pid.parse::<i32>().ok())
-        .find(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name)
-        })
-}
-
-fn processes_in(ns: &NetNs) -> Vec<String> {
-    let out = Command::new("ip")
-        .args(["netns", "pids", ns.name()])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).ok())
-        .map(|c| c.trim().to_owned())
-        .collect()
+    ns.processes()
+        .into_iter()
+        .find_map(|(pid, comm)| (comm == name).then_some(pid))
 }
 
 #[test]
@@ -212,8 +193,10 @@ fn registers_supervises_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
     .ok();
     let _ = node.child.wait();
     eventually("no processes left", &log, || {
-        let left: Vec<String> = processes_in(&host)
+        let left: Vec<String> = host
+            .processes()
             .into_iter()
+            .map(|(_, comm)| comm)
             .filter(|c| c != "etcd")
             .collect();
         left.is_empty().then_some(String::new())

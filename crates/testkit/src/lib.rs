@@ -15,7 +15,7 @@ use std::net::TcpListener;
 use std::path::Path;
 
 pub use etcd::{EtcdServer, ServerTls};
-pub use netns::NetNs;
+pub use netns::{NetNs, processes_in_netns};
 pub use tls::Pki;
 
 /// The Debian package that provides each tool the tests use.

@@ -41,6 +41,11 @@ impl NetNs {
         &self.name
     }
 
+    /// The processes in the namespace: pid and command name.
+    pub fn processes(&self) -> Vec<(i32, String)> {
+        processes_in_netns(&self.name)
+    }
+
     /// Runs a command inside the namespace, with `stdin` as its input.
     pub fn run(&self, program: &str, args: &[&str], stdin: &str) -> Output {
         require_tool(program);
@@ -62,6 +67,22 @@ impl NetNs {
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
+}
+
+/// The processes in the named namespace (`ip netns pids`): pid and command name.
+pub fn processes_in_netns(name: &str) -> Vec<(i32, String)> {
+    let out = Command::new("ip")
+        .args(["netns", "pids", name])
+        .output()
+        .expect("ip runs");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|pid| {
+            let pid: i32 = pid.parse().ok()?;
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+            Some((pid, comm.trim().to_owned()))
+        })
+        .collect()
 }
 
 impl Drop for NetNs {
