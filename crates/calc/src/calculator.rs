@@ -22,8 +22,8 @@ use calico_model::policy::Policy;
 use crate::cluster::{Applied, Cluster, Endpoint, EndpointKey};
 use crate::desired::applies;
 use crate::desired::{
-    DesiredState, EndpointProgram, IpSet, IpSetSource, PolicyId, Rules, TierProgram, ipset_sources,
-    pool_sets,
+    DesiredState, EndpointProgram, IpSet, IpSetSource, PolicyId, Rules, TierProgram,
+    interfaces_holding, ipset_sources, pool_sets,
 };
 use crate::labels::LabelSet;
 
@@ -90,6 +90,10 @@ pub struct Calculator {
     tag_sets: HashMap<String, String>,
     /// Endpoints by label: name → value → endpoints.
     endpoints_by_label: HashMap<Arc<str>, HashMap<Arc<str>, BTreeSet<Shared>>>,
+    /// The host's interfaces and their addresses, as last given to
+    /// [`Calculator::set_interface_addresses`]: how host endpoints given only by their expected
+    /// addresses find their interface.
+    interface_addresses: BTreeMap<String, BTreeSet<IpAddr>>,
     state: DesiredState,
     changes: Changes,
 }
@@ -113,6 +117,7 @@ impl Calculator {
             unindexed_sets: BTreeSet::new(),
             tag_sets: HashMap::new(),
             endpoints_by_label: HashMap::new(),
+            interface_addresses: BTreeMap::new(),
             state: DesiredState::default(),
             changes: Changes::default(),
         }
@@ -131,6 +136,44 @@ impl Calculator {
     /// What changed since the last call.
     pub fn take_changes(&mut self) -> Changes {
         std::mem::take(&mut self.changes)
+    }
+
+    /// The host's interfaces and their addresses (from the kernel). A local host endpoint with
+    /// no `name` applies to the first interface (by name) holding one of its expected
+    /// addresses, and to none while no interface holds any: its program's `interface` follows
+    /// the address, and the change is reported like any other.
+    pub fn set_interface_addresses(&mut self, interfaces: BTreeMap<String, BTreeSet<IpAddr>>) {
+        if interfaces == self.interface_addresses {
+            return;
+        }
+        self.interface_addresses = interfaces;
+        let by_address: Vec<EndpointKey> = self
+            .state
+            .endpoints
+            .keys()
+            .filter(|key| matches!(key, EndpointKey::Host(_)))
+            .filter(|key| {
+                self.cluster
+                    .endpoints
+                    .get(*key)
+                    .is_some_and(|e| e.interface.is_none())
+            })
+            .cloned()
+            .collect();
+        for key in by_address {
+            self.rebuild_program(&key);
+        }
+    }
+
+    /// The interfaces (by name) holding the expected addresses of a host endpoint given only by
+    /// addresses; empty for others.
+    pub fn interfaces_of(&self, key: &EndpointKey) -> Vec<&str> {
+        match self.cluster.endpoints.get(key) {
+            Some(e) if e.interface.is_none() && matches!(key, EndpointKey::Host(_)) => {
+                interfaces_holding(&e.addresses, &self.interface_addresses)
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// Applies one datastore update: `Some(value)` for a put, `None` for a delete.
@@ -401,8 +444,12 @@ impl Calculator {
             return;
         };
         let matches = &self.local_matches[key];
+        let interface = endpoint.interface.clone().or_else(|| {
+            let holders = interfaces_holding(&endpoint.addresses, &self.interface_addresses);
+            holders.first().map(|name| (*name).to_owned())
+        });
         let program = EndpointProgram {
-            interface: endpoint.interface.clone(),
+            interface,
             active: endpoint.active,
             tiers: self.tier_programs(matches, false),
             untracked_tiers: self.tier_programs(matches, true),

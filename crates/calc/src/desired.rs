@@ -75,8 +75,9 @@ pub struct TierProgram {
 /// What one local endpoint needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointProgram {
-    /// The Linux interface (a host endpoint given only by addresses has none here; the
-    /// dataplane finds its interface by address).
+    /// The Linux interface. A host endpoint given only by addresses gets the interface that
+    /// holds them ([`Calculator::set_interface_addresses`](crate::Calculator)), and none while
+    /// no interface does.
     pub interface: Option<String>,
     pub active: bool,
     /// Tiers with at least one (tracked) policy that applies, in evaluation order.
@@ -120,6 +121,19 @@ impl DesiredState {
             .flat_map(|(iface, addresses)| addresses.iter().map(move |a| (IpNet::from(*a), iface)))
             .collect()
     }
+}
+
+/// The interfaces holding any of `expected` (a host endpoint's expected addresses), by name.
+/// A host endpoint given only by addresses applies to the first of them.
+pub fn interfaces_holding<'a>(
+    expected: &[IpAddr],
+    interfaces: &'a BTreeMap<String, BTreeSet<IpAddr>>,
+) -> Vec<&'a str> {
+    interfaces
+        .iter()
+        .filter(|(_, held)| expected.iter().any(|a| held.contains(a)))
+        .map(|(name, _)| name.as_str())
+        .collect()
 }
 
 /// The pool sets of the desired state: all pools, and the masquerading ones.

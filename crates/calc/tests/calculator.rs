@@ -281,3 +281,57 @@ fn routes_go_to_active_local_workloads_only() {
     );
     assert_eq!(calc.state().routes().len(), 1);
 }
+
+/// A host endpoint given only by expected addresses applies to the interface that holds one,
+/// follows the address to another interface, and has none while no interface holds it.
+#[test]
+fn host_endpoint_by_address_follows_the_address() {
+    use std::collections::BTreeMap;
+    use std::net::IpAddr;
+
+    let key = "/calico/v1/host/h1/endpoint/fabric";
+    let Ok(Key::HostEndpoint(id)) = Key::parse(key) else {
+        panic!("a host endpoint key");
+    };
+    let endpoint = EndpointKey::Host(id);
+    let mut calc = Calculator::new(HOST);
+    calc.apply(
+        key,
+        Some(r#"{"expected_ipv4_addrs": ["10.99.0.11"], "profile_ids": []}"#),
+    );
+    calc.take_changes();
+    let interface = |calc: &Calculator| calc.state().endpoints[&endpoint].interface.clone();
+    assert_eq!(interface(&calc), None, "no interface known yet");
+
+    let ip: IpAddr = "10.99.0.11".parse().unwrap();
+    let other: IpAddr = "10.99.0.12".parse().unwrap();
+    let with = |pairs: &[(&str, IpAddr)]| -> BTreeMap<String, BTreeSet<IpAddr>> {
+        pairs
+            .iter()
+            .map(|(name, ip)| ((*name).to_owned(), BTreeSet::from([*ip])))
+            .collect()
+    };
+    calc.set_interface_addresses(with(&[("eth0", ip), ("eth1", other)]));
+    assert_eq!(interface(&calc).as_deref(), Some("eth0"));
+    assert!(calc.take_changes().endpoints.contains(&endpoint));
+    assert_eq!(calc.interfaces_of(&endpoint), ["eth0"]);
+
+    calc.set_interface_addresses(with(&[("eth0", other), ("eth1", ip)]));
+    assert_eq!(
+        interface(&calc).as_deref(),
+        Some("eth1"),
+        "the address moved"
+    );
+    assert!(calc.take_changes().endpoints.contains(&endpoint));
+
+    calc.set_interface_addresses(with(&[("eth0", other)]));
+    assert_eq!(interface(&calc), None, "no interface holds it");
+    assert!(calc.take_changes().endpoints.contains(&endpoint));
+
+    // An endpoint with a name keeps it whatever the addresses say.
+    calc.apply(
+        key,
+        Some(r#"{"name": "eth7", "expected_ipv4_addrs": ["10.99.0.12"], "profile_ids": []}"#),
+    );
+    assert_eq!(interface(&calc).as_deref(), Some("eth7"));
+}

@@ -200,6 +200,24 @@ impl Routing {
         Ok(changes)
     }
 
+    /// Every interface (by name) with its addresses.
+    pub async fn interface_addresses(
+        &self,
+    ) -> Result<BTreeMap<String, BTreeSet<IpAddr>>, RoutingError> {
+        let names: HashMap<u32, String> = self
+            .netlink
+            .links()
+            .await?
+            .into_iter()
+            .map(|l| (l.index, l.name))
+            .collect();
+        let addresses = self.netlink.all_addresses().await?;
+        Ok(addresses
+            .into_iter()
+            .filter_map(|(index, held)| Some((names.get(&index)?.clone(), held)))
+            .collect())
+    }
+
     /// Whether the interface existed and was up at the last sync.
     pub fn interface_up(&self, name: &str) -> bool {
         self.up.contains(name)

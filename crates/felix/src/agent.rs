@@ -115,6 +115,8 @@ pub async fn run(store: &dyn Datastore, config: &Config, netns: Netns) -> anyhow
         in_sync: false,
         synced: false,
         routes_dirty: true,
+        interfaces_dirty: true,
+        host_interfaces: BTreeMap::new(),
         statuses_dirty: true,
         seen_revision: 0,
     };
@@ -145,15 +147,13 @@ pub async fn run(store: &dyn Datastore, config: &Config, netns: Netns) -> anyhow
                 let Some(event) = event else {
                     anyhow::bail!("the interface watch ended");
                 };
-                let name = match &event {
-                    LinkEvent::Changed(link) => &link.name,
-                    LinkEvent::Removed { name, .. } => name,
-                };
-                if name.starts_with(&felix.prefix) {
-                    tracing::debug!(?event, "interface event");
-                    felix.routes_dirty = true;
-                    // Batch a burst of events (a veth pair comes with several).
-                    while let Ok(Some(_)) = timeout(Duration::from_millis(5), links.next()).await {}
+                tracing::debug!(?event, "interface event");
+                felix.interface_event(&event);
+                // Batch a burst of events (a veth pair comes with several).
+                while let Ok(Some(event)) = timeout(Duration::from_millis(5), links.next()).await {
+                    felix.interface_event(&event);
+                }
+                if felix.routes_dirty || felix.interfaces_dirty {
                     felix.program().await;
                 }
             }
@@ -226,6 +226,11 @@ struct Felix<'a> {
     synced: bool,
     /// Routes and interfaces need a look (endpoints or links changed).
     routes_dirty: bool,
+    /// The host's interface addresses need reading (an address or a host interface changed):
+    /// host endpoints given by address follow them.
+    interfaces_dirty: bool,
+    /// The interfaces each host endpoint given by address resolved to, as last logged.
+    host_interfaces: BTreeMap<EndpointKey, Vec<String>>,
     /// Endpoint statuses need a look (routes were synced, or a status write failed).
     statuses_dirty: bool,
     /// The revision of the last datastore update received.
@@ -263,12 +268,86 @@ impl Felix<'_> {
         }
     }
 
+    /// Notes what an interface event makes stale: a workload interface needs its routes and
+    /// settings; any other interface, or an address anywhere, may move a host endpoint.
+    fn interface_event(&mut self, event: &LinkEvent) {
+        match event {
+            LinkEvent::Changed(link) if link.name.starts_with(&self.prefix) => {
+                self.routes_dirty = true;
+            }
+            LinkEvent::Removed { name, .. } if name.starts_with(&self.prefix) => {
+                self.routes_dirty = true;
+            }
+            // A host interface going up or down changes its host endpoint's status.
+            LinkEvent::Changed(_) | LinkEvent::Removed { .. } => {
+                self.routes_dirty = true;
+                self.interfaces_dirty = true;
+            }
+            LinkEvent::Address { .. } => self.interfaces_dirty = true,
+        }
+    }
+
+    /// Reads the host's interface addresses so that host endpoints given only by their
+    /// expected addresses apply to the interface holding them; logs where each one went.
+    async fn resolve_host_endpoints(&mut self) {
+        match self.routing.interface_addresses().await {
+            Ok(addresses) => {
+                self.calc.set_interface_addresses(addresses);
+                self.interfaces_dirty = false;
+            }
+            Err(error) => {
+                tracing::error!("reading interface addresses failed (will retry): {error}");
+                self.metrics.failed(error.tool());
+                return;
+            }
+        }
+        let mut resolved = BTreeMap::new();
+        for key in self.calc.state().endpoints.keys() {
+            let Some(endpoint) = self.calc.cluster().endpoints.get(key) else {
+                continue;
+            };
+            if !matches!(key, EndpointKey::Host(_)) || endpoint.interface.is_some() {
+                continue;
+            }
+            let holders: Vec<String> = self
+                .calc
+                .interfaces_of(key)
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
+            if self.host_interfaces.get(key) != Some(&holders) {
+                match holders.as_slice() {
+                    [] => tracing::warn!(
+                        endpoint = %key,
+                        addresses = ?endpoint.addresses,
+                        "no interface holds the host endpoint's expected addresses: no policy \
+                         applies to it and it is reported down"
+                    ),
+                    [one] => {
+                        tracing::info!(endpoint = %key, interface = one, "host endpoint found by address")
+                    }
+                    [first, ..] => tracing::warn!(
+                        endpoint = %key,
+                        interfaces = ?holders,
+                        "the host endpoint's expected addresses are on several interfaces; it \
+                         applies to {first} only (give it a \"name\" to choose)"
+                    ),
+                }
+            }
+            resolved.insert(key.clone(), holders);
+        }
+        self.host_interfaces = resolved;
+    }
+
     /// Programs the dataplane: a full sync the first time (and after a failure), then only the
     /// calculator's changes; routes when endpoints or links changed. Failures are logged,
     /// counted, and retried on the next heartbeat; the dataplane is left as it was.
     async fn program(&mut self) {
         if !self.in_sync {
             return;
+        }
+        if self.interfaces_dirty {
+            self.resolve_host_endpoints().await;
         }
         let changes = self.calc.take_changes();
         if !changes.endpoints.is_empty() {
@@ -343,7 +422,8 @@ impl Felix<'_> {
                     program.active && self.routing.interface_up(iface)
                 }
                 (Some(iface), EndpointKey::Host(_)) => self.routing.interface_up(iface),
-                (None, _) => true,
+                // A host endpoint given by addresses that no interface holds.
+                (None, _) => false,
             };
             let state = if up {
                 EndpointOperState::Up

@@ -65,6 +65,10 @@ pub enum LinkEvent {
         index: u32,
         name: String,
     },
+    /// An address was added to or removed from the link with this index.
+    Address {
+        index: u32,
+    },
 }
 
 /// A netlink operation failed.
@@ -359,7 +363,7 @@ fn permanent_neighbour(message: &NeighbourMessage) -> Option<Neighbour> {
     })
 }
 
-/// Link additions, changes and removals in a namespace.
+/// Link additions, changes and removals, and address changes, in a namespace.
 #[derive(Debug)]
 pub struct LinkEvents {
     messages: futures::channel::mpsc::UnboundedReceiver<(
@@ -374,7 +378,11 @@ impl LinkEvents {
         let runtime = tokio::runtime::Handle::current();
         let (connection, _handle, messages) = in_netns(netns, || {
             let _entered = runtime.enter();
-            rtnetlink::new_multicast_connection(&[MulticastGroup::Link])
+            rtnetlink::new_multicast_connection(&[
+                MulticastGroup::Link,
+                MulticastGroup::Ipv4Ifaddr,
+                MulticastGroup::Ipv6Ifaddr,
+            ])
         })
         .map_err(|e| NetlinkError::Open {
             netns: describe(netns),
@@ -393,6 +401,14 @@ impl LinkEvents {
                     if let Some(link) = link_of(&link) {
                         return Some(LinkEvent::Changed(link));
                     }
+                }
+                NetlinkPayload::InnerMessage(
+                    RouteNetlinkMessage::NewAddress(address)
+                    | RouteNetlinkMessage::DelAddress(address),
+                ) => {
+                    return Some(LinkEvent::Address {
+                        index: address.header.index,
+                    });
                 }
                 NetlinkPayload::InnerMessage(RouteNetlinkMessage::DelLink(link)) => {
                     if let Some(link) = link_of(&link) {

@@ -105,3 +105,22 @@ mod tests {
         require_tool("sh");
     }
 }
+
+/// Polls `check` every 100 ms for up to `within`; panics with `what` and the last reason it
+/// gave if it never succeeds.
+pub fn eventually(
+    what: &str,
+    within: std::time::Duration,
+    mut check: impl FnMut() -> Result<(), String>,
+) {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        match check() {
+            Ok(()) => return,
+            Err(why) if std::time::Instant::now() > deadline => {
+                panic!("timed out after {within:?} waiting for {what}: {why}")
+            }
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
+        }
+    }
+}

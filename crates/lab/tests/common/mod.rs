@@ -163,30 +163,105 @@ impl TestLab {
     /// blocked is tried again with a longer timeout, so that a slow moment of a loaded machine
     /// is not mistaken for a drop.
     pub fn probe(&self, from: &str, targets: &[String]) -> Vec<String> {
-        let mut words = self.probe_once(from, targets, 700);
+        self.probe_at(&["exec", from, "--"], targets)
+    }
+
+    /// Probes from one of the lab's namespaces (`host1`, `fabric`, ...), as [`TestLab::probe`].
+    pub fn probe_in(&self, node: &str, targets: &[String]) -> Vec<String> {
+        let netns = self.netns(node);
+        self.probe_at(&["netns-exec", &netns], targets)
+    }
+
+    fn probe_at(&self, runner: &[&str], targets: &[String]) -> Vec<String> {
+        let mut words = self.probe_once(runner, targets, 700);
         let again: Vec<usize> = (0..words.len())
             .filter(|&i| words[i] == "blocked")
             .collect();
         if !again.is_empty() {
             let retry: Vec<String> = again.iter().map(|&i| targets[i].clone()).collect();
-            for (i, word) in again.into_iter().zip(self.probe_once(from, &retry, 1500)) {
+            for (i, word) in again.into_iter().zip(self.probe_once(runner, &retry, 1500)) {
                 words[i] = word;
             }
         }
         words
     }
 
-    fn probe_once(&self, from: &str, targets: &[String], timeout_ms: u32) -> Vec<String> {
+    /// `runner` is `exec W --` (a workload) or `netns-exec NETNS` (any namespace).
+    fn probe_once(&self, runner: &[&str], targets: &[String], timeout_ms: u32) -> Vec<String> {
         let timeout = timeout_ms.to_string();
-        let mut args = vec!["exec", from, "--", BIN, "probe", "--timeout-ms", &timeout];
+        let mut args = vec![BIN, "probe", "--timeout-ms", &timeout];
         args.extend(targets.iter().map(String::as_str));
-        let out = self.ok(&args);
+        let out = match runner {
+            ["netns-exec", netns] => {
+                let out = Command::new("ip")
+                    .args(["netns", "exec", netns])
+                    .args(&args)
+                    .output()
+                    .expect("ip netns exec runs");
+                assert!(
+                    out.status.success(),
+                    "probe in {netns} failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            }
+            _ => {
+                let mut all = runner.to_vec();
+                all.extend(args);
+                self.ok(&all)
+            }
+        };
         let words: Vec<String> = out
             .lines()
             .filter_map(|l| l.rsplit_once(' ').map(|(_, w)| w.to_owned()))
             .collect();
         assert_eq!(words.len(), targets.len(), "probe output:\n{out}");
         words
+    }
+
+    /// The name of one of the lab's namespaces (`host1`, `fabric`, `host1.w1`).
+    pub fn netns(&self, node: &str) -> String {
+        format!("{}.{node}", self.name)
+    }
+
+    /// Echo servers (TCP and UDP) on `ports` in one of the lab's namespaces, listening on every
+    /// address; stopped when the guard is dropped.
+    pub fn serve_in(&self, node: &str, ports: &[u16]) -> Background {
+        let netns = self.netns(node);
+        let list: Vec<String> = ports.iter().map(u16::to_string).collect();
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &netns,
+                BIN,
+                "serve",
+                "--ports",
+                &list.join(","),
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("ip netns exec runs");
+        let server = Background(child);
+        for port in ports {
+            let filter = format!("sport = :{port}");
+            calico_testkit::eventually(
+                &format!("the echo server on port {port} in {netns}"),
+                std::time::Duration::from_secs(10),
+                || {
+                    let out = Command::new("ip")
+                        .args(["netns", "exec", &netns, "ss", "-Hltn", &filter])
+                        .output()
+                        .map_err(|e| e.to_string())?;
+                    match out.stdout.is_empty() {
+                        true => Err("not listening yet".to_owned()),
+                        false => Ok(()),
+                    }
+                },
+            );
+        }
+        server
     }
 
     /// Whether a TCP connection from `from` to `ip:port` gets through (connected or refused).
@@ -215,6 +290,16 @@ impl TestLab {
             .args(args)
             .output()
             .expect("ip netns exec runs")
+    }
+}
+
+/// A process started by a test, killed when dropped (also when the test fails).
+pub struct Background(std::process::Child);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 

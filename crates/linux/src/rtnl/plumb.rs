@@ -1,6 +1,7 @@
 //! Plugging a workload in: a veth pair whose far end is created inside the workload's
 //! namespace, addresses, routes through a gateway, and removing a link.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 
@@ -123,6 +124,29 @@ impl Netlink {
                 })
             })
             .collect())
+    }
+
+    /// Every address of every link (IPv4 and IPv6, all scopes), by link index.
+    pub async fn all_addresses(&self) -> Result<BTreeMap<u32, BTreeSet<IpAddr>>, NetlinkError> {
+        let messages: Vec<_> = self
+            .handle
+            .address()
+            .get()
+            .execute()
+            .try_collect()
+            .await
+            .map_err(request_error("list addresses"))?;
+        let mut by_link: BTreeMap<u32, BTreeSet<IpAddr>> = BTreeMap::new();
+        for message in &messages {
+            let address = message.attributes.iter().find_map(|a| match a {
+                AddressAttribute::Address(ip) => Some(*ip),
+                _ => None,
+            });
+            if let Some(ip) = address {
+                by_link.entry(message.header.index).or_default().insert(ip);
+            }
+        }
+        Ok(by_link)
     }
 
     /// Adds a route in the main table: through `gateway`, or on-link (scope link) without one.
