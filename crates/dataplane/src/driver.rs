@@ -85,7 +85,7 @@ impl Dataplane {
             let filter = plane.filter.render_all(state);
             let tables = [
                 ("filter", filter),
-                ("nat", render_nat(version)),
+                ("nat", render_nat(&self.config, version)),
                 ("raw", render_raw(state, &self.config, version)),
             ];
             for (table, text) in tables {

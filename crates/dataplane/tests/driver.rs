@@ -91,8 +91,8 @@ fn fresh_snapshot(calc: &Calculator) -> String {
     let repairs = dataplane.sync(calc.state()).unwrap();
     assert_eq!(
         repairs.jumps.len(),
-        12,
-        "6 jumps per IP version on a fresh host"
+        14,
+        "7 jumps per IP version on a fresh host"
     );
     snapshot(&ns)
 }
@@ -137,4 +137,49 @@ fn sync_apply_and_repair() {
 
     // A second sync with nothing changed repairs nothing.
     assert!(dataplane.sync(calc.state()).unwrap().is_empty());
+}
+
+/// The nat table's metadata path follows the configuration across restarts: a Felix started
+/// with `MetadataAddr=None` after one with the default leaves no DNAT and no metadata rule
+/// (the chain stays, empty, with its jump), exactly as a fresh sync; a stale nat chain goes.
+#[test]
+fn metadata_path_comes_and_goes_with_the_configuration() {
+    let calc = calculator();
+    let ns = NetNs::new("calico-metadata");
+    let mut with = Dataplane::new(Netns::named(ns.name()), RenderConfig::default());
+    with.sync(calc.state()).unwrap();
+    let synced = snapshot(&ns);
+    assert!(
+        synced.contains("-A PREROUTING -j cali-PREROUTING"),
+        "{synced}"
+    );
+    assert!(
+        synced.contains("-j DNAT --to-destination 127.0.0.1:8775"),
+        "{synced}"
+    );
+    assert!(synced.contains("--dport 8775 -j ACCEPT"), "{synced}");
+
+    let none = RenderConfig {
+        metadata: None,
+        ..RenderConfig::default()
+    };
+    ns.run_ok("iptables", &["-t", "nat", "-N", "cali-leftover"], "");
+    let mut without = Dataplane::new(Netns::named(ns.name()), none.clone());
+    let repairs = without.sync(calc.state()).unwrap();
+    assert_eq!(repairs.stale_chains, ["cali-leftover"]);
+    assert!(repairs.jumps.is_empty(), "{repairs:?}");
+    let after = snapshot(&ns);
+    assert!(!after.contains("DNAT"), "{after}");
+    assert!(!after.contains("8775"), "{after}");
+    assert!(after.contains(":cali-PREROUTING"), "{after}");
+    assert!(
+        after.contains("-A PREROUTING -j cali-PREROUTING"),
+        "{after}"
+    );
+
+    let fresh = NetNs::new("calico-metadata-fresh");
+    Dataplane::new(Netns::named(fresh.name()), none)
+        .sync(calc.state())
+        .unwrap();
+    assert_eq!(after, snapshot(&fresh));
 }

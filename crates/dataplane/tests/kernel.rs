@@ -83,7 +83,7 @@ fn iptables_restore_and_ipset_restore_accept_the_rendered_text() {
             &["restore"],
             &render_pool_ipsets(calc.state(), version),
         );
-        ns.run_ok(restore, &["--noflush"], &render_nat(version));
+        ns.run_ok(restore, &["--noflush"], &render_nat(&config, version));
         ns.run_ok(
             restore,
             &["--noflush"],
@@ -96,6 +96,16 @@ fn iptables_restore_and_ipset_restore_accept_the_rendered_text() {
         );
         let nat = ns.run_ok(save, &["-t", "nat"], "");
         assert!(nat.contains("-j MASQUERADE"), "{nat}");
+        assert!(nat.contains(":cali-PREROUTING"), "{nat}");
+        // The metadata DNAT (IPv4 only), as the kernel reports it back.
+        assert_eq!(
+            nat.contains(
+                "-A cali-PREROUTING -d 169.254.169.254/32 -i cali+ -p tcp -m tcp --dport 80 \
+                 -m comment --comment metadata -j DNAT --to-destination 127.0.0.1:8775"
+            ),
+            version == IpVersion::V4,
+            "{nat}"
+        );
         let filter = render_filter(calc.state(), &config, version);
         ns.run_ok(restore, &["--noflush"], &filter);
         // Loading it again (what a resync does) works too, and leaves the same rules.

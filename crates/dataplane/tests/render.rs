@@ -102,9 +102,113 @@ fn seed_examples_nat_and_pool_sets() {
     let text = format!(
         "{}{}",
         calico_dataplane::render_pool_ipsets(calc.state(), IpVersion::V4),
-        calico_dataplane::render_nat(IpVersion::V4)
+        calico_dataplane::render_nat(&RenderConfig::default(), IpVersion::V4)
     );
     insta::assert_snapshot!(text);
+}
+
+/// The rules of one chain in restore input, without the `-A <chain> ` prefix.
+fn chain_rules<'a>(text: &'a str, chain: &str) -> Vec<&'a str> {
+    let prefix = format!("-A {chain} ");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .collect()
+}
+
+/// `MetadataAddr=10.0.0.5`, `MetadataPort=9697`: workloads' TCP to 169.254.169.254:80 is
+/// DNATed there (IPv4 only, only from workload interfaces), and the bootstrap whitelist of
+/// `cali-INPUT` (DHCP, DNS, metadata; IPv6: DHCPv6, DNS, ND/MLD) comes before the workload's
+/// outbound policy.
+#[test]
+fn metadata_path_and_bootstrap_whitelist_with_metadata_addr() {
+    let calc = cluster("my-host", &[]);
+    let config = RenderConfig {
+        interface_prefix: "tap".to_owned(),
+        metadata: Some("10.0.0.5:9697".parse().unwrap()),
+        ..RenderConfig::default()
+    };
+    let nat4 = calico_dataplane::render_nat(&config, IpVersion::V4);
+    assert_eq!(
+        chain_rules(&nat4, "cali-PREROUTING"),
+        [
+            "-i tap+ -d 169.254.169.254/32 -p tcp -m tcp --dport 80 -m comment --comment metadata \
+          -j DNAT --to-destination 10.0.0.5:9697"
+        ]
+    );
+    let nat6 = calico_dataplane::render_nat(&config, IpVersion::V6);
+    assert!(nat6.contains(":cali-PREROUTING - [0:0]"), "{nat6}");
+    assert!(chain_rules(&nat6, "cali-PREROUTING").is_empty(), "{nat6}");
+
+    let input4 = render_filter(calc.state(), &config, IpVersion::V4);
+    insta::assert_snapshot!(
+        "metadata_input_v4",
+        chain_rules(&input4, "cali-INPUT").join("\n")
+    );
+    let input6 = render_filter(calc.state(), &config, IpVersion::V6);
+    insta::assert_snapshot!(
+        "metadata_input_v6",
+        chain_rules(&input6, "cali-INPUT").join("\n")
+    );
+    let rules4 = chain_rules(&input4, "cali-INPUT");
+    let whitelist = rules4
+        .iter()
+        .position(|r| r.contains("-d 10.0.0.5/32 -p tcp -m tcp --dport 9697 -j ACCEPT"))
+        .expect("the metadata rule");
+    let policy = rules4
+        .iter()
+        .position(|r| r.contains("-j cali-wl-out"))
+        .expect("the outbound policy");
+    assert!(whitelist < policy, "{rules4:#?}");
+    assert!(
+        !input6.contains("9697"),
+        "no metadata path in IPv6: {input6}"
+    );
+}
+
+/// `MetadataAddr=None`: no DNAT and no metadata rule; DHCP and DNS stay.
+#[test]
+fn no_metadata_path_without_metadata_addr() {
+    let calc = cluster("my-host", &[]);
+    let config = RenderConfig {
+        metadata: None,
+        ..RenderConfig::default()
+    };
+    for version in [IpVersion::V4, IpVersion::V6] {
+        let nat = calico_dataplane::render_nat(&config, version);
+        assert!(nat.contains(":cali-PREROUTING - [0:0]"), "{nat}");
+        assert!(chain_rules(&nat, "cali-PREROUTING").is_empty(), "{nat}");
+        assert!(!nat.contains("DNAT"), "{nat}");
+        assert_eq!(chain_rules(&nat, "cali-POSTROUTING").len(), 1, "{nat}");
+    }
+    let with = render_filter(calc.state(), &RenderConfig::default(), IpVersion::V4);
+    let without = render_filter(calc.state(), &config, IpVersion::V4);
+    let removed: Vec<&str> = chain_rules(&with, "cali-INPUT")
+        .into_iter()
+        .filter(|r| !chain_rules(&without, "cali-INPUT").contains(r))
+        .collect();
+    assert_eq!(
+        removed,
+        ["-i cali+ -d 127.0.0.1/32 -p tcp -m tcp --dport 8775 -j ACCEPT"],
+        "only the metadata rule goes"
+    );
+    assert!(
+        without.contains("-A cali-INPUT -i cali+ -p udp -m udp --sport 68 --dport 67 -j ACCEPT")
+    );
+    assert!(without.contains("-A cali-INPUT -i cali+ -p udp -m udp --dport 53 -j ACCEPT"));
+    assert!(without.contains("-A cali-INPUT -i cali+ -p tcp -m tcp --dport 53 -j ACCEPT"));
+    // Everything but cali-INPUT is the same.
+    let other = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with("-A cali-INPUT "))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(other(&with), other(&without));
+    assert_eq!(
+        render_filter(calc.state(), &RenderConfig::default(), IpVersion::V6),
+        render_filter(calc.state(), &config, IpVersion::V6),
+        "IPv6 has no metadata path either way"
+    );
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! updates into the calculator and the calculator's changes into the dataplane, with a periodic
 //! full sync that repairs drift, and a status report into etcd.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
@@ -15,7 +15,7 @@ use calico_model::status::{EndpointOperState, EndpointStatus};
 use tokio::net::TcpListener;
 use tokio::time::{MissedTickBehavior, interval, sleep, timeout};
 
-use crate::config::{Bootstrap, Config, Inputs};
+use crate::config::{Bootstrap, Config, Inputs, unknown_names};
 use crate::metrics::{Health, Metrics, health_routes, metrics_routes, serve};
 
 /// How often "wait-for-ready" is logged while `/calico/v1/Ready` is not true.
@@ -43,17 +43,40 @@ pub async fn connect(bootstrap: &Bootstrap) -> EtcdDatastore {
     }
 }
 
-/// Reads the global and this host's config from etcd and loads the whole configuration.
+/// Reads the global and this host's config from etcd into `inputs`.
+pub async fn read_etcd_config(
+    store: &dyn Datastore,
+    inputs: &mut Inputs,
+    hostname: &str,
+) -> anyhow::Result<()> {
+    inputs.etcd_global = config_values(store, "/calico/v1/config/").await?;
+    let host = format!("/calico/v1/host/{hostname}/config/");
+    inputs.etcd_host = config_values(store, &host).await?;
+    Ok(())
+}
+
+/// Reads the config from etcd and loads the whole configuration; warns once about each name
+/// that is not a parameter.
 pub async fn load_config(
     store: &dyn Datastore,
-    mut inputs: Inputs,
+    inputs: &mut Inputs,
     hostname: &str,
     bootstrap: &Bootstrap,
 ) -> anyhow::Result<Config> {
-    inputs.etcd_global = config_values(store, "/calico/v1/config/").await?;
-    let host = format!("/calico/v1/host/{}/config/", bootstrap.hostname);
-    inputs.etcd_host = config_values(store, &host).await?;
-    Ok(Config::load(&inputs, hostname)?)
+    read_etcd_config(store, inputs, &bootstrap.hostname).await?;
+    Ok(Config::load(inputs, hostname)?)
+}
+
+/// Warns about each name in the inputs that is not a Felix parameter (once per name and place).
+fn warn_unknown(inputs: &Inputs, warned: &mut BTreeSet<String>) {
+    for (name, source) in unknown_names(inputs) {
+        if warned.insert(format!("{name} {source}")) {
+            tracing::warn!(
+                "ignoring {name:?} from {source}: not a Felix parameter that can be set there \
+                 (see docs/configuration.md)"
+            );
+        }
+    }
 }
 
 async fn config_values(
@@ -92,13 +115,21 @@ pub async fn wait_for_ready(store: &dyn Datastore) {
     }
 }
 
-/// Runs until the process is stopped.
-pub async fn run(store: &dyn Datastore, config: &Config, netns: Netns) -> anyhow::Result<()> {
+/// Runs until the process is stopped, or until a configuration change in etcd needs a restart
+/// (then it returns `Ok`, and the supervisor starts Felix again, as for Felix 1.x).
+pub async fn run(
+    store: &dyn Datastore,
+    config: Config,
+    mut inputs: Inputs,
+    netns: Netns,
+) -> anyhow::Result<()> {
     let metrics = Metrics::new();
     let health = Health::default();
     health.beat();
-    start_servers(config, &metrics, &health).await?;
+    start_servers(&config, &metrics, &health).await?;
     let hostname = config.bootstrap.hostname.clone();
+    let mut warned = BTreeSet::new();
+    warn_unknown(&inputs, &mut warned);
     let started = Instant::now();
     let mut links = LinkEvents::subscribe(&netns).context("watching interfaces")?;
     let mut felix = Felix {
@@ -108,7 +139,8 @@ pub async fn run(store: &dyn Datastore, config: &Config, netns: Netns) -> anyhow
         stale_statuses_removed: false,
         calc: Calculator::new(&hostname),
         dataplane: Dataplane::new(netns.clone(), config.render()),
-        routing: Routing::new(netns, &config.interface_prefix).context("opening netlink")?,
+        routing: Routing::new(netns.clone(), &config.interface_prefix)
+            .context("opening netlink")?,
         metrics,
         health,
         prefix: config.interface_prefix.clone(),
@@ -118,17 +150,15 @@ pub async fn run(store: &dyn Datastore, config: &Config, netns: Netns) -> anyhow
         interfaces_dirty: true,
         host_interfaces: BTreeMap::new(),
         statuses_dirty: true,
+        config_dirty: false,
         seen_revision: 0,
     };
+    let mut config = config;
     let mut watch = store.watch("/calico/v1/").await?;
-    let mut refresh = interval(config.iptables_refresh);
-    refresh.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut route_refresh = interval(config.route_refresh);
-    route_refresh.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut report = interval(config.reporting_interval);
-    report.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut heartbeat = interval(HEARTBEAT);
-    heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut refresh = ticker(config.iptables_refresh);
+    let mut route_refresh = ticker(config.route_refresh);
+    let mut report = ticker(config.reporting_interval);
+    let mut heartbeat = ticker(HEARTBEAT);
     let mut first_report = true;
     loop {
         tokio::select! {
@@ -140,6 +170,27 @@ pub async fn run(store: &dyn Datastore, config: &Config, netns: Netns) -> anyhow
                 // Take whatever else is already waiting, then program once for the batch.
                 while let Ok(Some(event)) = timeout(Duration::ZERO, watch.next()).await {
                     felix.handle(event, &hostname);
+                }
+                if felix.config_dirty {
+                    felix.config_dirty = false;
+                    match reload(store, &config, &mut inputs, &mut warned).await {
+                        Reload::Same => {}
+                        Reload::Live(new) => {
+                            felix.dataplane = Dataplane::new(netns.clone(), new.render());
+                            felix.synced = false;
+                            refresh = ticker(new.iptables_refresh);
+                            route_refresh = ticker(new.route_refresh);
+                            config = *new;
+                        }
+                        Reload::Restart(names) => {
+                            tracing::warn!(
+                                "configuration changed in etcd ({}): restarting Felix to apply \
+                                 it; the dataplane stays as it is meanwhile",
+                                names.join(", ")
+                            );
+                            return Ok(());
+                        }
+                    }
                 }
                 felix.program().await;
             }
@@ -179,6 +230,60 @@ pub async fn run(store: &dyn Datastore, config: &Config, netns: Netns) -> anyhow
             }
         }
     }
+}
+
+/// A tick every `period`, the first at once; late ticks are not bunched up.
+fn ticker(period: Duration) -> tokio::time::Interval {
+    let mut ticker = interval(period);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    ticker
+}
+
+/// What a configuration change in etcd means for the running Felix.
+enum Reload {
+    /// Nothing Felix uses changed (or the new configuration is invalid: it keeps the old).
+    Same,
+    /// Only parameters Felix applies while running changed.
+    Live(Box<Config>),
+    /// These parameters changed and apply only at start.
+    Restart(Vec<&'static str>),
+}
+
+/// Reads the configuration in etcd again and compares it with the running one.
+async fn reload(
+    store: &dyn Datastore,
+    running: &Config,
+    inputs: &mut Inputs,
+    warned: &mut BTreeSet<String>,
+) -> Reload {
+    let hostname = running.bootstrap.hostname.clone();
+    if let Err(error) = read_etcd_config(store, inputs, &hostname).await {
+        tracing::warn!("cannot read the configuration in etcd (keeping the running one): {error}");
+        return Reload::Same;
+    }
+    warn_unknown(inputs, warned);
+    let new = match Config::load(inputs, &hostname) {
+        Ok(new) => new,
+        Err(error) => {
+            tracing::warn!("{error}: keeping the running configuration");
+            return Reload::Same;
+        }
+    };
+    let restart = running.restart_needed(&new);
+    if !restart.is_empty() {
+        return Reload::Restart(restart);
+    }
+    let live = running.live_changes(&new);
+    if live.is_empty() {
+        return Reload::Same;
+    }
+    for name in &live {
+        let value = new.report.iter().find(|(n, ..)| n == name);
+        if let Some((_, value, source)) = value {
+            tracing::info!("config {name} = {value:?} ({source}): applied while running");
+        }
+    }
+    Reload::Live(Box::new(new))
 }
 
 /// How often the loop proves it is alive and retries what failed.
@@ -233,6 +338,8 @@ struct Felix<'a> {
     host_interfaces: BTreeMap<EndpointKey, Vec<String>>,
     /// Endpoint statuses need a look (routes were synced, or a status write failed).
     statuses_dirty: bool,
+    /// Felix's configuration in etcd changed: read it again.
+    config_dirty: bool,
     /// The revision of the last datastore update received.
     seen_revision: i64,
 }
@@ -244,7 +351,7 @@ impl Felix<'_> {
             WatchEvent::Put(pair) => {
                 self.metrics.updates.inc();
                 self.seen_revision = self.seen_revision.max(pair.mod_revision);
-                warn_on_config_change(&pair.key, hostname);
+                self.config_dirty |= is_config(&pair.key, hostname);
                 let applied = self.calc.apply(&pair.key, Some(&pair.value));
                 if let calico_calc::Applied::Invalid { reason } = applied {
                     tracing::warn!(
@@ -256,7 +363,7 @@ impl Felix<'_> {
             WatchEvent::Delete { key, mod_revision } => {
                 self.metrics.updates.inc();
                 self.seen_revision = self.seen_revision.max(mod_revision);
-                warn_on_config_change(&key, hostname);
+                self.config_dirty |= is_config(&key, hostname);
                 self.calc.apply(&key, None);
             }
             WatchEvent::InSync { revision } => {
@@ -536,17 +643,12 @@ fn tool_of(command: &str) -> &'static str {
     }
 }
 
-fn warn_on_config_change(key: &str, hostname: &str) {
-    let config = match Key::parse(key) {
+/// Whether a key is global or this host's Felix configuration.
+fn is_config(key: &str, hostname: &str) -> bool {
+    match Key::parse(key) {
         Ok(Key::GlobalConfig { .. }) => true,
         Ok(Key::HostConfig { hostname: h, .. }) => h == hostname,
         _ => false,
-    };
-    if config {
-        tracing::warn!(
-            key,
-            "Felix configuration changed in etcd; restart Felix to apply it"
-        );
     }
 }
 

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -147,7 +148,8 @@ pub struct Config {
     pub interface_prefix: String,
     pub endpoint_to_host: EndpointToHostAction,
     pub drop_action: DropAction,
-    /// `None` when set to `None` (no metadata NAT).
+    /// The metadata server's IPv4 address (as text); `None` when set to `None` (no metadata
+    /// NAT and no metadata whitelist rule). Host names are refused at load (not resolved).
     pub metadata_addr: Option<String>,
     pub metadata_port: u16,
     pub ip_in_ip_enabled: bool,
@@ -341,9 +343,7 @@ impl Config {
             interface_prefix: t.parse("InterfacePrefix", interface_prefix)?,
             endpoint_to_host: t.parse("DefaultEndpointToHostAction", str::parse)?,
             drop_action: t.parse("DropActionOverride", str::parse)?,
-            metadata_addr: t.parse("MetadataAddr", |v| {
-                Ok((!v.eq_ignore_ascii_case("none")).then(|| v.to_owned()))
-            })?,
+            metadata_addr: t.parse("MetadataAddr", metadata_addr)?,
             metadata_port: t.parse("MetadataPort", port)?,
             ip_in_ip_enabled: t.parse("IpInIpEnabled", boolean)?,
             failsafe_inbound: t.parse("FailsafeInboundHostPorts", ports)?,
@@ -374,8 +374,133 @@ impl Config {
             drop_action: self.drop_action,
             failsafe_inbound: self.failsafe_inbound.clone(),
             failsafe_outbound: self.failsafe_outbound.clone(),
+            // `load` accepts only IPv4 addresses (or None) for MetadataAddr.
+            metadata: self
+                .metadata_addr
+                .as_deref()
+                .and_then(|addr| addr.parse::<Ipv4Addr>().ok())
+                .map(|ip| SocketAddrV4::new(ip, self.metadata_port)),
         }
     }
+}
+
+impl Config {
+    /// The parameters that differ in `new` and that Felix applies only at start: changing them
+    /// means a restart (Felix exits and its supervisor, `calico-node`, starts it again).
+    pub fn restart_needed(&self, new: &Config) -> Vec<&'static str> {
+        let differs = [
+            ("LogFilePath", self.log_file_path != new.log_file_path),
+            (
+                "LogSeverityScreen",
+                self.log_severity_screen != new.log_severity_screen,
+            ),
+            (
+                "LogSeverityFile",
+                self.log_severity_file != new.log_severity_file,
+            ),
+            (
+                "InterfacePrefix",
+                self.interface_prefix != new.interface_prefix,
+            ),
+            (
+                "IpInIpEnabled",
+                self.ip_in_ip_enabled != new.ip_in_ip_enabled,
+            ),
+            ("IptablesMarkMask", self.marks != new.marks),
+            (
+                "ReportingIntervalSecs",
+                self.reporting_interval != new.reporting_interval,
+            ),
+            ("ReportingTTLSecs", self.reporting_ttl != new.reporting_ttl),
+            ("HealthEnabled", self.health_enabled != new.health_enabled),
+            ("HealthPort", self.health_port != new.health_port),
+            (
+                "PrometheusMetricsEnabled",
+                self.metrics_enabled != new.metrics_enabled,
+            ),
+            (
+                "PrometheusMetricsPort",
+                self.metrics_port != new.metrics_port,
+            ),
+        ];
+        differs
+            .into_iter()
+            .filter_map(|(name, differs)| differs.then_some(name))
+            .collect()
+    }
+
+    /// The parameters that differ in `new` and that Felix applies while running: the rendering
+    /// settings (a full resync with the new rules) and the refresh intervals.
+    pub fn live_changes(&self, new: &Config) -> Vec<&'static str> {
+        let differs = [
+            (
+                "DefaultEndpointToHostAction",
+                self.endpoint_to_host != new.endpoint_to_host,
+            ),
+            ("DropActionOverride", self.drop_action != new.drop_action),
+            ("MetadataAddr", self.metadata_addr != new.metadata_addr),
+            ("MetadataPort", self.metadata_port != new.metadata_port),
+            (
+                "FailsafeInboundHostPorts",
+                self.failsafe_inbound != new.failsafe_inbound,
+            ),
+            (
+                "FailsafeOutboundHostPorts",
+                self.failsafe_outbound != new.failsafe_outbound,
+            ),
+            (
+                "IptablesRefreshInterval",
+                self.iptables_refresh != new.iptables_refresh,
+            ),
+            (
+                "RouteRefreshInterval",
+                self.route_refresh != new.route_refresh,
+            ),
+        ];
+        differs
+            .into_iter()
+            .filter_map(|(name, differs)| differs.then_some(name))
+            .collect()
+    }
+}
+
+/// Names given in the inputs that are not Felix parameters: `FELIX_*` variables, config file
+/// keys, and etcd config keys (there also the parameters etcd cannot set: those needed to reach
+/// it), each with where it was found. Felix warns about each once.
+pub fn unknown_names(inputs: &Inputs) -> Vec<(String, Source)> {
+    let known = |name: &str| {
+        PARAMS.iter().any(|p| {
+            std::iter::once(p.name)
+                .chain(p.aliases.iter().copied())
+                .any(|n| n.eq_ignore_ascii_case(name))
+        })
+    };
+    let mut unknown = Vec::new();
+    for var in inputs.env.keys() {
+        if let Some(name) = var.strip_prefix("FELIX_")
+            && !known(name)
+        {
+            unknown.push((var.clone(), Source::Env(var.clone())));
+        }
+    }
+    if let Some((path, text)) = &inputs.file
+        && let Ok(values) = parse_ini(text)
+    {
+        for name in values.keys().filter(|n| !known(n)) {
+            unknown.push((name.clone(), Source::File(path.clone())));
+        }
+    }
+    let settable = |name: &str| PARAMS.iter().any(|p| p.from_etcd && p.name == name);
+    let etcd = [
+        (&inputs.etcd_global, Source::EtcdGlobal),
+        (&inputs.etcd_host, Source::EtcdHost),
+    ];
+    for (values, source) in etcd {
+        for name in values.keys().filter(|n| !settable(n)) {
+            unknown.push((name.clone(), source.clone()));
+        }
+    }
+    unknown
 }
 
 /// Parses ini text into lowercase key → value; section headers are ignored.
@@ -447,9 +572,87 @@ fn mark_mask(v: &str) -> Result<MarkBits, String> {
     MarkBits::from_mask(mask)
 }
 
+/// `MetadataAddr`: an IPv4 address, or `None` (any case) for no metadata path. Calico 1.4 also
+/// took a host name and resolved it once at start-up; here a host name is refused, so that what
+/// Felix programs never depends on a DNS answer at start-up (and loading stays pure).
+fn metadata_addr(v: &str) -> Result<Option<String>, String> {
+    if v.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    match v.parse::<IpAddr>() {
+        Ok(IpAddr::V4(ip)) => Ok(Some(ip.to_string())),
+        Ok(IpAddr::V6(_)) => Err(
+            "expected an IPv4 address or None: the metadata path (169.254.169.254) is IPv4 only"
+                .to_owned(),
+        ),
+        Err(_) => Err(
+            "expected an IPv4 address or None (host names are not resolved: give the address)"
+                .to_owned(),
+        ),
+    }
+}
+
 fn interface_prefix(v: &str) -> Result<String, String> {
     if v.is_empty() || v.len() > 10 || !v.chars().all(|c| c.is_ascii_alphanumeric()) {
         return Err("expected 1-10 letters or digits, such as cali or tap".to_owned());
     }
     Ok(v.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_env(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let inputs = Inputs {
+            env: pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            ..Inputs::default()
+        };
+        Config::load(&inputs, "h")
+    }
+
+    #[test]
+    fn metadata_defaults_to_localhost_8775_and_reaches_the_renderer() {
+        let config = with_env(&[]).unwrap();
+        assert_eq!(
+            config.render().metadata,
+            Some("127.0.0.1:8775".parse().unwrap())
+        );
+        let config = with_env(&[
+            ("FELIX_METADATAADDR", "10.0.0.5"),
+            ("FELIX_METADATAPORT", "9697"),
+        ])
+        .unwrap();
+        assert_eq!(
+            config.render().metadata,
+            Some("10.0.0.5:9697".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn metadata_addr_none_in_any_case_turns_the_path_off() {
+        for none in ["None", "none", "NONE"] {
+            let config = with_env(&[("FELIX_METADATAADDR", none)]).unwrap();
+            assert_eq!(config.metadata_addr, None);
+            assert_eq!(config.render().metadata, None);
+        }
+    }
+
+    #[test]
+    fn metadata_addr_refuses_host_names_and_ipv6_naming_the_parameter() {
+        for bad in ["nova-api.example.com", "fd00::1", ""] {
+            let err = with_env(&[("FELIX_METADATAADDR", bad)]).unwrap_err();
+            assert_eq!(err.param, "MetadataAddr", "{err}");
+            let text = err.to_string();
+            assert!(
+                text.contains("MetadataAddr") && text.contains("IPv4"),
+                "{text}"
+            );
+        }
+        let err = with_env(&[("FELIX_METADATAPORT", "0")]).unwrap_err();
+        assert_eq!(err.param, "MetadataPort");
+    }
 }

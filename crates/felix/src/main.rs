@@ -48,7 +48,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args, logging: &Logging) -> anyhow::Result<()> {
-    let inputs = Inputs {
+    let mut inputs = Inputs {
         env: std::env::vars().collect(),
         file: read_config_file(args.config_file)?,
         ..Inputs::default()
@@ -57,13 +57,13 @@ async fn run(args: Args, logging: &Logging) -> anyhow::Result<()> {
     let bootstrap = Bootstrap::load(&inputs, &hostname)?;
     tracing::info!(endpoints = ?bootstrap.etcd_endpoints, hostname = %bootstrap.hostname, "connecting to etcd");
     let store = agent::connect(&bootstrap).await;
-    let config = agent::load_config(&store, inputs, &hostname, &bootstrap).await?;
+    let config = agent::load_config(&store, &mut inputs, &hostname, &bootstrap).await?;
     logging.configure(&config)?;
     for (name, value, source) in &config.report {
         tracing::info!("config {name} = {value:?} ({source})");
     }
     agent::wait_for_ready(&store).await;
-    agent::run(&store, &config, Netns::current()).await
+    agent::run(&store, config, inputs, Netns::current()).await
 }
 
 fn read_config_file(given: Option<PathBuf>) -> anyhow::Result<Option<(PathBuf, String)>> {

@@ -230,3 +230,84 @@ fn interfaces_that_appear_after_their_endpoint_are_programmed() {
         ns.run_ok("ip", &args, "").trim().is_empty()
     });
 }
+
+/// Configuration written to etcd while Felix runs: a parameter Felix can apply live changes the
+/// rules at once (same process); one that applies only at start makes Felix exit cleanly so
+/// that its supervisor starts it again; a name that is not a parameter is warned about once.
+#[test]
+fn configuration_changes_in_etcd_apply_live_or_restart() {
+    let ns = NetNs::new("calico-felix-config");
+    let etcd = EtcdServer::start_in_netns(ns.name());
+    put(&etcd, "/calico/v1/Ready", "true");
+    put(
+        &etcd,
+        DB,
+        r#"{"state": "active", "name": "calidb", "profile_ids": [], "ipv4_nets": ["10.65.0.2/32"]}"#,
+    );
+    put(&etcd, "/calico/v1/config/NoSuchParameter", "1");
+    let mut felix = Felix::start(&ns, &etcd, &[]);
+    let iptables = || ns.run_ok("iptables-save", &["-t", "filter"], "");
+    eventually(&felix, "the endpoint's chains", || {
+        iptables().contains("-A cali-wi-calidb")
+    });
+    eventually(&felix, "the unknown name warned about", || {
+        felix
+            .log()
+            .contains("ignoring \"NoSuchParameter\" from etcd /calico/v1/config")
+    });
+    assert!(iptables().contains("no profile matched\" -j DROP"));
+
+    // Live: DropActionOverride changes the drop rules without a restart.
+    put(
+        &etcd,
+        "/calico/v1/host/h1/config/DropActionOverride",
+        "ACCEPT",
+    );
+    eventually(&felix, "the drops turned into accepts", || {
+        let rules = iptables();
+        rules.contains("no profile matched\" -j ACCEPT")
+            && !rules.contains("no profile matched\" -j DROP")
+    });
+    assert!(
+        felix.child.try_wait().unwrap().is_none(),
+        "a live change does not restart Felix"
+    );
+    assert!(
+        felix.log().contains("applied while running"),
+        "{}",
+        felix.log()
+    );
+    put(&etcd, "/calico/v1/config/AnotherUnknown", "1");
+    put(&etcd, "/calico/v1/config/NoSuchParameter", "2");
+    eventually(&felix, "the second unknown name", || {
+        felix.log().contains("\"AnotherUnknown\"")
+    });
+    assert_eq!(
+        felix.log().matches("ignoring \"NoSuchParameter\"").count(),
+        1,
+        "each unknown name is warned about once"
+    );
+
+    // Start-only: the metrics port. Felix exits cleanly, leaving the rules in place.
+    put(&etcd, "/calico/v1/config/PrometheusMetricsEnabled", "true");
+    let log = felix.log.clone();
+    calico_testkit::eventually(
+        "Felix exiting for the restart",
+        Duration::from_secs(30),
+        || match felix.child.try_wait().unwrap() {
+            Some(_) => Ok(()),
+            None => Err(std::fs::read_to_string(&log).unwrap_or_default()),
+        },
+    );
+    let status = felix.child.wait().unwrap();
+    assert!(status.success(), "a clean exit: {status}");
+    assert!(
+        felix.log().contains("restarting Felix to apply it"),
+        "{}",
+        felix.log()
+    );
+    assert!(
+        iptables().contains("-A cali-wi-calidb"),
+        "the dataplane stays while Felix restarts"
+    );
+}

@@ -247,3 +247,61 @@ fn the_render_settings_follow_the_config() {
         (0x100, 0x200, 0x400)
     );
 }
+
+#[test]
+fn names_that_are_not_parameters_are_reported_with_their_place() {
+    let given = inputs(
+        &[
+            ("FELIX_LOGFILEPATH", "none"),
+            ("FELIX_NOSUCH", "1"),
+            ("PATH", "/bin"),
+        ],
+        Some("[global]\nMetadataAddr = None\nMetadatAport = 1\nbogus = 2\n"),
+        &[("EtcdAddr", "10.0.0.1:2379")],
+        &[("DropActionOverride", "ACCEPT"), ("Typo", "1")],
+    );
+    let unknown = calico_felix::config::unknown_names(&given);
+    let file = Source::File(PathBuf::from("/etc/calico/felix.cfg"));
+    assert_eq!(
+        unknown,
+        [
+            (
+                "FELIX_NOSUCH".to_owned(),
+                Source::Env("FELIX_NOSUCH".to_owned())
+            ),
+            ("bogus".to_owned(), file),
+            ("Typo".to_owned(), Source::EtcdGlobal),
+            // etcd cannot set what is needed to reach etcd.
+            ("EtcdAddr".to_owned(), Source::EtcdHost),
+        ]
+    );
+}
+
+#[test]
+fn changed_parameters_are_applied_live_or_need_a_restart() {
+    let load =
+        |global: &[(&str, &str)]| Config::load(&inputs(&[], None, &[], global), "h1").unwrap();
+    let running = load(&[]);
+    let changed = load(&[
+        ("DropActionOverride", "ACCEPT"),
+        ("FailsafeInboundHostPorts", ""),
+        ("IptablesRefreshInterval", "5"),
+    ]);
+    assert!(running.restart_needed(&changed).is_empty());
+    assert_eq!(
+        running.live_changes(&changed),
+        [
+            "DropActionOverride",
+            "FailsafeInboundHostPorts",
+            "IptablesRefreshInterval"
+        ]
+    );
+    let restart = load(&[("HealthPort", "9100"), ("InterfacePrefix", "tap")]);
+    assert_eq!(
+        running.restart_needed(&restart),
+        ["InterfacePrefix", "HealthPort"]
+    );
+    assert!(
+        running.live_changes(&running).is_empty() && running.restart_needed(&running).is_empty()
+    );
+}

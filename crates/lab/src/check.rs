@@ -1,18 +1,14 @@
 //! Seeing what gets through: probes from inside workloads, the connectivity matrix, and
-//! waiting until every Felix has programmed what was written.
+//! reading what Felix says it has programmed (its metrics).
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};
-use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
-use calico_datastore::Datastore;
 use calico_linux::{Netns, in_netns};
 
-use crate::cluster::connect;
 use crate::probe::{Outcome, Target};
-use crate::sh;
 use crate::state::{Lab, Workload};
 
 /// The port Felix serves Prometheus metrics on in the lab's hosts.
@@ -128,79 +124,6 @@ fn word(outcome: Outcome) -> &'static str {
         Outcome::Blocked => "--",
         Outcome::Unreachable => "unr",
     }
-}
-
-/// Writes a marker under `/calico/v1/` (a key Felix ignores but sees) and waits until every
-/// host's Felix reports, in its `felix_applied_revision` metric, that it has programmed that
-/// revision. Returns the revision.
-pub async fn wait_programmed(lab: &Lab, limit: Duration) -> anyhow::Result<i64> {
-    let store = connect(lab).await?;
-    let revision = store
-        .put("/calico/v1/lab-sync", &format!("{:?}", Instant::now()))
-        .await?;
-    let deadline = Instant::now() + limit;
-    for host in &lab.hosts {
-        loop {
-            let applied = applied_revision(&host.netns).await;
-            if applied.as_ref().is_ok_and(|&r| r >= revision) {
-                break;
-            }
-            if Instant::now() >= deadline {
-                let why = match applied {
-                    Ok(r) => format!("it is at revision {r}"),
-                    Err(e) => format!("{e:#}"),
-                };
-                bail!(
-                    "Felix on {} has not programmed revision {revision} within {limit:?}: {why}; see {}",
-                    host.name,
-                    lab.log_path(&format!("felix-{}", host.name)).display()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    wait_routed(lab, deadline, limit).await?;
-    Ok(revision)
-}
-
-/// Waits until every host routes every other host's workloads to that host (over the routes
-/// BGP spread: a block route, or a /32 for a borrowed address).
-async fn wait_routed(lab: &Lab, deadline: Instant, limit: Duration) -> anyhow::Result<()> {
-    for host in &lab.hosts {
-        for workload in lab.workloads.iter().filter(|w| w.host != host.name) {
-            let owner = lab.host(&workload.host)?;
-            for address in &workload.ips {
-                let expected = match address {
-                    IpAddr::V4(_) => IpAddr::V4(owner.ip),
-                    IpAddr::V6(_) => IpAddr::V6(owner.ip6),
-                };
-                loop {
-                    let via = gateway_of(&host.netns, *address);
-                    if via.as_ref().is_ok_and(|g| *g == Some(expected)) {
-                        break;
-                    }
-                    if Instant::now() >= deadline {
-                        bail!(
-                            "{} has no BGP route to {address} (workload {} on {}) via {expected} within {limit:?} (it routes via {via:?}); see {}",
-                            host.name,
-                            workload.name,
-                            owner.name,
-                            lab.log_path(&format!("node-{}", host.name)).display()
-                        );
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The gateway a namespace routes `address` through (`ip route get`), if any.
-fn gateway_of(netns: &str, address: IpAddr) -> anyhow::Result<Option<IpAddr>> {
-    let out = sh::ip(&["-n", netns, "-j", "route", "get", &address.to_string()])?;
-    let routes: serde_json::Value = serde_json::from_str(&out)?;
-    Ok(routes[0]["gateway"].as_str().and_then(|g| g.parse().ok()))
 }
 
 /// Reads `felix_applied_revision` from the Felix metrics inside a host namespace.

@@ -13,13 +13,14 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::cni;
+use crate::ready::{self, Deadline};
 use crate::sh::{self, ip, ipl};
 use crate::state::{
     ETCD_PORT, FABRIC_IP, FABRIC_IP6, Host, Lab, SERVED_PORTS, Workload, check_name,
 };
 
 /// What `up` needs beyond the lab's name.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct UpOptions {
     pub hosts: u32,
     /// Extra `FELIX_*` settings for every Felix.
@@ -30,6 +31,21 @@ pub struct UpOptions {
     pub no_mesh: bool,
     /// Hosts that are BGP route reflectors (cluster id 1.0.0.1).
     pub route_reflectors: Vec<String>,
+    /// How long to wait for every Felix to be in sync and every BGP session to be established.
+    pub timeout: Duration,
+}
+
+impl Default for UpOptions {
+    fn default() -> UpOptions {
+        UpOptions {
+            hosts: 0,
+            felix_env: Vec::new(),
+            felix: None,
+            no_mesh: false,
+            route_reflectors: Vec::new(),
+            timeout: ready::UP_LIMIT,
+        }
+    }
 }
 
 /// The route reflector cluster id the lab gives its reflectors.
@@ -45,13 +61,16 @@ pub struct WorkloadSpec {
     pub labels: BTreeMap<String, String>,
 }
 
-/// Brings a lab up: fabric, etcd, relay, hosts with Felix; waits until every Felix reports.
+/// Brings a lab up: fabric, etcd, relay, hosts with Felix and calico-node; returns when every
+/// Felix has programmed everything written so far and every BGP session is established.
 pub async fn up(name: &str, options: &UpOptions) -> anyhow::Result<Lab> {
     check_name("lab name", name)?;
     if !(1..=50).contains(&options.hosts) {
         bail!("--hosts must be between 1 and 50, not {}", options.hosts);
     }
-    sh::require(&["ip", "etcd", "sysctl", "ping", "iptables", "ipset"])?;
+    sh::require(&[
+        "ip", "etcd", "sysctl", "ping", "iptables", "ipset", "bird", "birdc",
+    ])?;
     let felix = felix_binary(options.felix.as_deref())?;
     let dir = Lab::dir_of(name);
     if dir.join("state.json").exists() {
@@ -185,26 +204,40 @@ async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Resu
         lab.hosts[index].node_pid = Some(pid);
     }
     lab.save()?;
+    settle(lab, options, &store).await
+}
+
+/// Waits until every Felix is in sync and has programmed everything written so far, and every
+/// host's BGP sessions are established, so that workloads added next are reachable at once.
+async fn settle(lab: &Lab, options: &UpOptions, store: &EtcdDatastore) -> anyhow::Result<()> {
+    let deadline = Deadline::after(options.timeout);
+    let revision = ready::mark(store).await?;
     for host in &lab.hosts {
-        let key = format!("/calico/felix/v1/host/{}/status", host.name);
-        let store = &store;
-        let found = async {
-            loop {
-                if store.get(&key).await?.is_some() {
-                    return anyhow::Ok(());
-                }
-                if !felix_alive(host) {
-                    bail!("Felix on {} exited", host.name);
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(60), found)
-            .await
-            .context("Felix did not report its status within 60 s")?
-            .with_context(|| log_hint(lab, &format!("felix-{}", host.name)))?;
+        let applied = ready::felix_applied_on(lab, host, revision, deadline).await;
+        with_log_tail(applied, lab, &format!("felix-{}", host.name))?;
+    }
+    for (host, peers) in lab.hosts.iter().zip(bgp_peers(&lab.hosts, options)) {
+        let established = ready::bgp_established(lab, host, &peers, deadline).await;
+        with_log_tail(established, lab, &format!("node-{}", host.name))?;
     }
     Ok(())
+}
+
+/// The hosts each host has BGP sessions with (as calico-node configures them): every other
+/// host in the mesh; without it, a route reflector peers with every other host and a client
+/// with the reflectors.
+fn bgp_peers<'a>(hosts: &'a [Host], options: &UpOptions) -> Vec<Vec<&'a Host>> {
+    let reflector = |host: &Host| options.route_reflectors.contains(&host.name);
+    hosts
+        .iter()
+        .map(|host| {
+            hosts
+                .iter()
+                .filter(|other| other.name != host.name)
+                .filter(|other| !options.no_mesh || reflector(host) || reflector(other))
+                .collect()
+        })
+        .collect()
 }
 
 fn add_host(lab: &Lab, n: u32) -> anyhow::Result<Host> {
@@ -376,11 +409,8 @@ pub fn restart_felix(lab: &mut Lab, host: &str, extra: &[(String, String)]) -> a
     Ok(pid)
 }
 
-fn felix_alive(host: &Host) -> bool {
-    host.felix_pid.is_some_and(pid_alive)
-}
-
-fn pid_alive(pid: i32) -> bool {
+/// Whether a process runs (a zombie does not).
+pub(crate) fn pid_alive(pid: i32) -> bool {
     // A zombie is dead too.
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
         stat.rsplit(')')
@@ -470,9 +500,15 @@ fn lab_namespaces(name: &str) -> anyhow::Result<Vec<String>> {
 
 /// Plugs a workload in with the `calico` CNI plugin: a namespace, CNI ADD (veth, addresses,
 /// routes, endpoint), then the endpoint's labels and profiles as an orchestrator would set
-/// them, routes to it on the other hosts, and an echo server inside. Without addresses, IPAM
-/// picks an IPv4 and an IPv6 one.
-pub async fn add_workload(lab: &mut Lab, spec: &WorkloadSpec) -> anyhow::Result<Workload> {
+/// them, and an echo server inside. Without addresses, IPAM picks an IPv4 and an IPv6 one.
+/// Returns when it is reachable: every Felix has programmed it, every other host routes to it
+/// (over BGP) and its echo server listens. If anything fails (or `limit` passes), it is
+/// unplugged again.
+pub async fn add_workload(
+    lab: &mut Lab,
+    spec: &WorkloadSpec,
+    limit: Duration,
+) -> anyhow::Result<Workload> {
     check_name("workload name", &spec.name)?;
     let host = lab.host(&spec.host)?.clone();
     if lab.workloads.iter().any(|w| w.name == spec.name) {
@@ -500,6 +536,7 @@ pub async fn add_workload(lab: &mut Lab, spec: &WorkloadSpec) -> anyhow::Result<
             host.name, spec.name
         ),
     };
+    let deadline = Deadline::after(limit);
     let plugged = async {
         let result = cni::call(lab, &host, "ADD", &spec.name, &workload.netns, &spec.ips)?;
         workload.ips = cni::addresses(&result)?;
@@ -507,8 +544,13 @@ pub async fn add_workload(lab: &mut Lab, spec: &WorkloadSpec) -> anyhow::Result<
             .as_str()
             .context("the CNI result names no host interface")?
             .to_owned();
-        label(lab, &workload, spec).await?;
-        serve(lab, &workload)
+        let store = connect(lab).await?;
+        label(&store, &workload, spec).await?;
+        let server = serve(lab, &workload)?;
+        let revision = ready::mark(&store).await?;
+        ready::felix_applied(lab, revision, deadline).await?;
+        ready::routed_to(lab, &workload, deadline).await?;
+        ready::serving(server, &lab.log_path(&workload.name), deadline).await
     };
     if let Err(error) = plugged.await {
         let _ = unplug(lab, &workload);
@@ -519,22 +561,45 @@ pub async fn add_workload(lab: &mut Lab, spec: &WorkloadSpec) -> anyhow::Result<
     Ok(workload)
 }
 
-/// Sets the endpoint's profiles and labels (the CNI plugin gives it the network's profile).
-async fn label(lab: &Lab, workload: &Workload, spec: &WorkloadSpec) -> anyhow::Result<()> {
-    let store = connect(lab).await?;
+/// Writes the profiles and labels given, as an orchestrator would: given profiles replace the
+/// network's profile the CNI plugin gave the endpoint, given labels are set; what was not given
+/// stays as the plugin wrote it.
+async fn label(
+    store: &EtcdDatastore,
+    workload: &Workload,
+    spec: &WorkloadSpec,
+) -> anyhow::Result<()> {
+    if spec.profiles.is_empty() && spec.labels.is_empty() {
+        return Ok(());
+    }
     let pair = store
         .get(&workload.key)
         .await?
         .with_context(|| format!("CNI ADD wrote no endpoint at {}", workload.key))?;
-    let mut endpoint: serde_json::Value = serde_json::from_str(&pair.value)?;
-    endpoint["profile_ids"] = serde_json::json!(spec.profiles);
-    endpoint["labels"] = serde_json::json!(spec.labels);
+    let mut endpoint: serde_json::Value = serde_json::from_str(&pair.value)
+        .with_context(|| format!("the endpoint at {} is not JSON", workload.key))?;
+    with_profiles_and_labels(&mut endpoint, spec);
     store.put(&workload.key, &endpoint.to_string()).await?;
     Ok(())
 }
 
-/// The workload's echo server. (Other hosts learn the route to it over BGP.)
-fn serve(lab: &Lab, w: &Workload) -> anyhow::Result<()> {
+fn with_profiles_and_labels(endpoint: &mut serde_json::Value, spec: &WorkloadSpec) {
+    if !spec.profiles.is_empty() {
+        endpoint["profile_ids"] = serde_json::json!(spec.profiles);
+    }
+    if spec.labels.is_empty() {
+        return;
+    }
+    if !endpoint["labels"].is_object() {
+        endpoint["labels"] = serde_json::json!({});
+    }
+    for (key, value) in &spec.labels {
+        endpoint["labels"][key] = serde_json::json!(value);
+    }
+}
+
+/// Starts the workload's echo server; its pid.
+fn serve(lab: &Lab, w: &Workload) -> anyhow::Result<i32> {
     let me = std::env::current_exe()?;
     let ports: Vec<String> = SERVED_PORTS.iter().map(u16::to_string).collect();
     let ports = ports.join(",");
@@ -544,8 +609,7 @@ fn serve(lab: &Lab, w: &Workload) -> anyhow::Result<()> {
         &["serve", "--ports", &ports],
         &[],
         &lab.log_path(&w.name),
-    )?;
-    Ok(())
+    )
 }
 
 /// Unplugs a workload with CNI DEL (endpoint, veth, addresses), then its processes and its
@@ -615,12 +679,47 @@ pub async fn poll<T>(
     }
 }
 
+/// Adds the last lines of a process's log to an error (a failed `up` removes the logs).
+fn with_log_tail<T>(result: anyhow::Result<T>, lab: &Lab, process: &str) -> anyhow::Result<T> {
+    result.map_err(|error| {
+        let path = lab.log_path(process);
+        anyhow::anyhow!(
+            "{error:#}\nlast lines of {}:\n{}",
+            path.display(),
+            log_tail(&path)
+        )
+    })
+}
+
 fn log_hint(lab: &Lab, process: &str) -> String {
     let path = lab.log_path(process);
-    let tail = std::fs::read_to_string(&path).unwrap_or_default();
-    let lines: Vec<&str> = tail.lines().collect();
-    let tail = lines[lines.len().saturating_sub(15)..].join("\n");
-    format!("see {}:\n{tail}", path.display())
+    format!("see {}:\n{}", path.display(), log_tail(&path))
+}
+
+/// The last 15 lines of a log, without terminal colours.
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    without_colours(&lines[lines.len().saturating_sub(15)..].join("\n"))
+}
+
+/// `text` without ANSI escape sequences (`ESC [ … letter`).
+fn without_colours(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // Skip up to and including the sequence's final letter.
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn add_netns(name: &str) -> anyhow::Result<()> {
@@ -656,4 +755,78 @@ fn spawn(
         .spawn()
         .with_context(|| format!("cannot start {}", program.display()))?;
     Ok(child.id() as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cni_endpoint() -> serde_json::Value {
+        serde_json::json!({"state": "active", "name": "cali0", "profile_ids": ["lab"]})
+    }
+
+    #[test]
+    fn without_profiles_the_endpoint_keeps_the_network_profile() {
+        let mut endpoint = cni_endpoint();
+        with_profiles_and_labels(&mut endpoint, &WorkloadSpec::default());
+        assert_eq!(endpoint, cni_endpoint());
+    }
+
+    #[test]
+    fn given_profiles_replace_it_and_given_labels_are_set() {
+        let mut endpoint = cni_endpoint();
+        let spec = WorkloadSpec {
+            profiles: vec!["a".into(), "b".into()],
+            labels: [("role".to_owned(), "web".to_owned())].into(),
+            ..WorkloadSpec::default()
+        };
+        with_profiles_and_labels(&mut endpoint, &spec);
+        assert_eq!(endpoint["profile_ids"], serde_json::json!(["a", "b"]));
+        assert_eq!(endpoint["labels"], serde_json::json!({"role": "web"}));
+    }
+
+    #[test]
+    fn log_tails_lose_their_colours() {
+        let line = "\x1b[2m2026-11-23\x1b[0m \x1b[32m INFO\x1b[0m started";
+        assert_eq!(without_colours(line), "2026-11-23  INFO started");
+    }
+
+    fn host(n: u8) -> Host {
+        Host {
+            name: format!("host{n}"),
+            netns: String::new(),
+            ip: std::net::Ipv4Addr::new(10, 99, 0, 10 + n),
+            ip6: std::net::Ipv6Addr::new(0xfd00, 0x99, 0, 0, 0, 0, 0, 0x10 + u16::from(n)),
+            felix_pid: None,
+            node_pid: None,
+        }
+    }
+
+    fn peer_names(hosts: &[Host], options: &UpOptions) -> Vec<Vec<String>> {
+        bgp_peers(hosts, options)
+            .into_iter()
+            .map(|peers| peers.into_iter().map(|h| h.name.clone()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn bgp_peers_follow_the_mesh_or_the_reflectors() {
+        let hosts = [host(1), host(2), host(3)];
+        let mesh = peer_names(&hosts, &UpOptions::default());
+        assert_eq!(mesh[0], ["host2", "host3"]);
+        assert_eq!(mesh[2], ["host1", "host2"]);
+        let reflected = UpOptions {
+            no_mesh: true,
+            route_reflectors: vec!["host1".into()],
+            ..UpOptions::default()
+        };
+        let reflected = peer_names(&hosts, &reflected);
+        assert_eq!(reflected[0], ["host2", "host3"], "the reflector: everyone");
+        assert_eq!(reflected[1], ["host1"], "a client: the reflector");
+        let no_bgp = UpOptions {
+            no_mesh: true,
+            ..UpOptions::default()
+        };
+        assert!(peer_names(&hosts, &no_bgp).iter().all(Vec::is_empty));
+    }
 }

@@ -6,8 +6,9 @@ use std::time::Duration;
 use anyhow::Context;
 use calico_datastore::Datastore;
 
-use crate::check::{matrix, render, wait_programmed};
+use crate::check::{matrix, render};
 use crate::cluster::{self, UpOptions, WorkloadSpec, connect};
+use crate::ready::{ADD_LIMIT, wait_programmed};
 use crate::state::Lab;
 
 const PROFILES: &str = include_str!("../../../examples/30-profiles.json");
@@ -63,7 +64,7 @@ pub async fn run(name: &str) -> anyhow::Result<()> {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         };
-        cluster::add_workload(&mut lab, &spec).await?;
+        cluster::add_workload(&mut lab, &spec, ADD_LIMIT).await?;
         println!("  {wname:9} {ip:11} on {host}");
     }
     show(&lab, 5432).await?;

@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod cni;
 pub mod demo;
 pub mod probe;
+pub mod ready;
 pub mod relay;
 pub mod sh;
 pub mod state;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use calico_lab::{Lab, Target, UpOptions, WorkloadSpec, check, cluster, probe, relay};
+use calico_lab::{Lab, Target, UpOptions, WorkloadSpec, check, cluster, probe, ready, relay};
 use clap::{Parser, Subcommand};
 
 /// A Calico cluster on one machine, in network namespaces: a fabric with etcd, hosts running
@@ -21,7 +21,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
-    /// Brings a lab up: fabric bridge and etcd, N hosts each running calico-felix, Ready set.
+    /// Brings a lab up: fabric bridge and etcd, N hosts each running calico-felix and
+    /// calico-node, Ready set; returns when every Felix is in sync and has programmed everything,
+    /// and every BGP session is established.
     Up {
         #[arg(long, default_value_t = 2)]
         hosts: u32,
@@ -37,6 +39,9 @@ enum Cmd {
         /// Make this host a BGP route reflector (repeatable).
         #[arg(long = "route-reflector", value_name = "HOST")]
         route_reflectors: Vec<String>,
+        /// How long to wait for Felix and BGP on every host before giving up.
+        #[arg(long, default_value_t = ready::UP_LIMIT.as_secs())]
+        timeout_secs: u64,
     },
     /// Prints `export` lines so calicoctl and etcdctl reach the lab's etcd.
     Env,
@@ -122,7 +127,8 @@ enum Cmd {
 
 #[derive(Debug, Subcommand)]
 enum WorkloadCmd {
-    /// Creates the workload's namespace and veth, writes its endpoint, routes to it.
+    /// Creates the workload's namespace and veth, writes its endpoint, starts its echo server;
+    /// returns when every Felix has programmed it and every other host routes to it.
     Add {
         #[arg(long)]
         host: String,
@@ -135,12 +141,17 @@ enum WorkloadCmd {
         /// IPv6 address (repeatable; in the lab pool fd00:65::/64).
         #[arg(long = "ip6")]
         ip6s: Vec<std::net::Ipv6Addr>,
-        /// Profile id (repeatable, in order).
+        /// Profile id (repeatable, in order); replaces the network's profile `lab` that the
+        /// CNI plugin gives the endpoint. Without it, the endpoint keeps that profile.
         #[arg(long = "profile")]
         profiles: Vec<String>,
         /// Label as KEY=VALUE (repeatable).
         #[arg(long = "label", value_name = "KEY=VALUE")]
         labels: Vec<String>,
+        /// How long to wait until the workload is programmed and routed before giving up (it
+        /// is removed again then).
+        #[arg(long, default_value_t = ready::ADD_LIMIT.as_secs())]
+        timeout_secs: u64,
     },
     /// Removes a workload: its endpoint, routes, namespace and processes.
     Del { name: String },
@@ -195,6 +206,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             felix,
             no_mesh,
             route_reflectors,
+            timeout_secs,
         } => {
             let options = UpOptions {
                 hosts,
@@ -202,6 +214,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 felix,
                 no_mesh,
                 route_reflectors,
+                timeout: Duration::from_secs(timeout_secs),
             };
             let lab = cluster::up(name, &options).await?;
             println!(
@@ -230,6 +243,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     ip6s,
                     profiles,
                     labels,
+                    timeout_secs,
                 },
         } => {
             let mut lab = Lab::load(name)?;
@@ -243,7 +257,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 profiles,
                 labels,
             };
-            let w = cluster::add_workload(&mut lab, &spec).await?;
+            let limit = Duration::from_secs(timeout_secs);
+            let w = cluster::add_workload(&mut lab, &spec, limit).await?;
             println!(
                 "workload {} on {} ({}), endpoint {}",
                 w.name, w.host, w.interface, w.key
@@ -273,7 +288,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Wait { timeout_secs } => {
             let lab = Lab::load(name)?;
-            let revision = check::wait_programmed(&lab, Duration::from_secs(timeout_secs)).await?;
+            let revision = ready::wait_programmed(&lab, Duration::from_secs(timeout_secs)).await?;
             println!("every Felix has programmed revision {revision}");
         }
         Cmd::RestartFelix { host, felix_config } => {

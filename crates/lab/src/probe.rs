@@ -38,6 +38,8 @@ pub async fn serve(ports: &[u16]) -> anyhow::Result<()> {
             }
         });
     }
+    // `workload add` waits for this line (the output goes to the workload's log).
+    println!("{} on TCP and UDP ports {ports:?}", crate::ready::SERVING);
     while tasks.join_next().await.is_some() {}
     Ok(())
 }

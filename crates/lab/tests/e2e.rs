@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{OPEN, TestLab};
+use common::{BIN, OPEN, TestLab};
 
 const W1: &str = "10.65.1.1";
 const W2: &str = "10.65.2.1";
@@ -17,6 +17,7 @@ fn profiles_with_tags_and_default_deny() {
     lab.workload("host1", "frontend", W1, &["db-user"], &[]);
     lab.workload("host2", "db", W2, &["database"], &[]);
     lab.workload("host2", "bare", W3, &[], &[]);
+    without_profiles(&lab, "bare");
     lab.wait();
     assert!(
         !lab.tcp("frontend", W2, 5432),
@@ -63,6 +64,21 @@ fn profiles_with_tags_and_default_deny() {
     lab.del("/calico/v1/policy/profile/database/rules");
     lab.wait();
     assert!(!lab.tcp("frontend", W2, 5432), "missing profile: dropped");
+}
+
+/// Takes every profile off a workload's endpoint, as an orchestrator can (`workload add`
+/// without `--profile` keeps the network's profile the CNI plugin gave it).
+fn without_profiles(lab: &TestLab, workload: &str) {
+    let key = lab.state().workload(workload).unwrap().key.clone();
+    let out = lab.etcdctl(&["get", &key, "--print-value-only"]);
+    let mut endpoint: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        endpoint["profile_ids"],
+        serde_json::json!(["lab"]),
+        "{endpoint}"
+    );
+    endpoint["profile_ids"] = serde_json::json!([]);
+    lab.put(&key, &endpoint.to_string());
 }
 
 /// Tiers in order, `next-tier`, the drop at the end of a tier whose policies applied,
@@ -378,4 +394,39 @@ fn ipv6_workloads() {
         "TCP 80 over IPv6 across hosts"
     );
     assert!(!lab.tcp("a6", "fd00:65::2", 443), "443 dropped");
+}
+
+/// What a script does first: `up`, one workload on each host without `--profile`, and at once
+/// a ping and a TCP connection each way, without `calico-lab wait`. `up` returns only when BGP
+/// is established and every Felix is in sync, `workload add` only when the workload is
+/// programmed and routed everywhere; and the workloads keep the network's profile `lab` that
+/// the CNI plugin gave them (inbound from the network, outbound everything).
+#[test]
+fn first_probes_after_up_and_workload_add_get_through() {
+    let lab = TestLab::up(2, &[]);
+    lab.workload("host1", "first", W1, &[], &[]);
+    lab.workload("host2", "second", W2, &[], &[]);
+    for (from, to) in [("first", W2), ("second", W1)] {
+        let targets = [format!("icmp:{to}"), common::tcp(to, 80)];
+        let words = probe_single_attempt(&lab, from, &targets);
+        assert_eq!(
+            words,
+            ["ok", "ok"],
+            "the first ping and TCP connection from {from} to {to}\n{}",
+            lab.felix_logs()
+        );
+    }
+}
+
+/// One probe from inside `from`, not retried (unlike [`TestLab::probe`]): a word per target.
+fn probe_single_attempt(lab: &TestLab, from: &str, targets: &[String]) -> Vec<String> {
+    let mut args = vec!["exec", from, "--", BIN, "probe", "--timeout-ms", "1500"];
+    args.extend(targets.iter().map(String::as_str));
+    let out = lab.ok(&args);
+    let words: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.rsplit_once(' ').map(|(_, w)| w.to_owned()))
+        .collect();
+    assert_eq!(words.len(), targets.len(), "probe output:\n{out}");
+    words
 }

@@ -90,22 +90,6 @@ pub fn free_port() -> u16 {
         .expect("cannot bind a loopback port")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    #[should_panic(expected = "required tool `no-such-tool-xyz` is not installed")]
-    fn a_missing_tool_fails_naming_it() {
-        require_tool("no-such-tool-xyz");
-    }
-
-    #[test]
-    fn a_present_tool_passes() {
-        require_tool("sh");
-    }
-}
-
 /// Polls `check` every 100 ms for up to `within`; panics with `what` and the last reason it
 /// gave if it never succeeds.
 pub fn eventually(
@@ -122,5 +106,21 @@ pub fn eventually(
             }
             Err(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "required tool `no-such-tool-xyz` is not installed")]
+    fn a_missing_tool_fails_naming_it() {
+        require_tool("no-such-tool-xyz");
+    }
+
+    #[test]
+    fn a_present_tool_passes() {
+        require_tool("sh");
     }
 }

@@ -1,7 +1,12 @@
 //! The Felix parameters that shape the rendered rules.
 
 use std::fmt;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::str::FromStr;
+
+/// Where workloads ask for cloud-init metadata: TCP to 169.254.169.254:80 (the OpenStack / EC2
+/// convention). Felix DNATs it to `MetadataAddr:MetadataPort`.
+pub const METADATA_SERVICE: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(169, 254, 169, 254), 80);
 
 /// What happens to traffic from a workload to its own host once its outbound policy allowed it
 /// (`DefaultEndpointToHostAction`).
@@ -128,6 +133,10 @@ pub struct RenderConfig {
     pub failsafe_inbound: Vec<u16>,
     /// TCP ports always open outbound from host endpoints (`FailsafeOutboundHostPorts`).
     pub failsafe_outbound: Vec<u16>,
+    /// The metadata server (`MetadataAddr:MetadataPort`): workloads' TCP to
+    /// [`METADATA_SERVICE`] is DNATed here (nat `cali-PREROUTING`) and accepted to here before
+    /// policy (`cali-INPUT`). `None` (`MetadataAddr=None`): neither rule.
+    pub metadata: Option<SocketAddrV4>,
 }
 
 impl Default for RenderConfig {
@@ -139,6 +148,7 @@ impl Default for RenderConfig {
             drop_action: DropAction::Drop,
             failsafe_inbound: vec![22],
             failsafe_outbound: vec![2379, 2380, 4001, 7001],
+            metadata: Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8775)),
         }
     }
 }

@@ -193,11 +193,12 @@ pub(super) fn restore_text(table: &str, chains: &[&Chain], removed: &[&str]) -> 
 }
 
 /// The jumps the kernel chains need (table, kernel chain, our chain), inserted first.
-pub fn kernel_jumps() -> [(&'static str, &'static str, &'static str); 6] {
+pub fn kernel_jumps() -> [(&'static str, &'static str, &'static str); 7] {
     [
         ("filter", "INPUT", "cali-INPUT"),
         ("filter", "FORWARD", "cali-FORWARD"),
         ("filter", "OUTPUT", "cali-OUTPUT"),
+        ("nat", "PREROUTING", "cali-PREROUTING"),
         ("nat", "POSTROUTING", "cali-POSTROUTING"),
         ("raw", "PREROUTING", "cali-PREROUTING"),
         ("raw", "OUTPUT", "cali-OUTPUT"),
@@ -259,7 +260,7 @@ impl Renderer<'_> {
         input.push(format!(
             "-i {wl} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
         ));
-        // What a workload needs from its host before any policy: address configuration.
+        // What a workload needs from its host before any policy: DHCP, DNS, metadata, ND.
         for rule in self.host_services() {
             input.push(format!("-i {wl} {rule} -j ACCEPT"));
         }
@@ -283,19 +284,33 @@ impl Renderer<'_> {
         vec![input, forward, output]
     }
 
-    /// DHCP, and for IPv6 router and neighbour discovery and MLD: a workload cannot get or keep
-    /// an address without them, whatever its policy says.
+    /// The bootstrap whitelist (000 §2.5.2, "How Calico uses iptables"): what a workload needs
+    /// from its host whatever its policy says. DHCP (IPv4 68 → 67, IPv6 546 → 547), DNS to the
+    /// host (UDP and TCP 53: TCP is DNS's fallback for large answers), the metadata path (IPv4
+    /// only: TCP to `MetadataAddr:MetadataPort`, where nat `cali-PREROUTING` sent
+    /// 169.254.169.254:80; absent with `MetadataAddr=None`), and for IPv6 router and neighbour
+    /// discovery and MLD (ICMPv6 130-133, 135, 136).
     fn host_services(&self) -> Vec<String> {
-        match self.version {
-            IpVersion::V4 => vec!["-p udp -m udp --sport 68 --dport 67".to_owned()],
-            IpVersion::V6 => {
-                let mut rules = vec!["-p udp -m udp --sport 546 --dport 547".to_owned()];
+        let mut rules = vec![match self.version {
+            IpVersion::V4 => "-p udp -m udp --sport 68 --dport 67".to_owned(),
+            IpVersion::V6 => "-p udp -m udp --sport 546 --dport 547".to_owned(),
+        }];
+        rules.push("-p udp -m udp --dport 53".to_owned());
+        rules.push("-p tcp -m tcp --dport 53".to_owned());
+        match (self.version, self.config.metadata) {
+            (IpVersion::V4, Some(metadata)) => rules.push(format!(
+                "-d {}/32 -p tcp -m tcp --dport {}",
+                metadata.ip(),
+                metadata.port()
+            )),
+            (IpVersion::V4, None) => {}
+            (IpVersion::V6, _) => {
                 for icmp_type in [130, 131, 132, 133, 135, 136] {
                     rules.push(format!("-p ipv6-icmp -m icmp6 --icmpv6-type {icmp_type}"));
                 }
-                rules
             }
         }
+        rules
     }
 
     /// Interface → endpoint chain. An unknown workload interface is dropped (fail closed); an

@@ -15,6 +15,7 @@
 //! | `cali-ri-<hash>`, `cali-ro-<hash>` | a profile's inbound / outbound rules |
 //! | `cali4-<id>`, `cali6-<id>` | the IP set of a selector or tag (`<id>` from `IpSetSource::id`) |
 //! | `cali-PREROUTING`, `cali-OUTPUT` (raw) | untracked policies of host endpoints: `cali-raw-hep-in/out` dispatch to `cali-ui-<iface>` / `cali-ue-<iface>` |
+//! | `cali-PREROUTING` (nat) | the metadata path: workloads' TCP to 169.254.169.254:80 DNATed to `MetadataAddr:MetadataPort` |
 //! | `cali-POSTROUTING` (nat) | masquerade from masquerading pools to outside all pools |
 //! | `cali4-all-pools`, `cali4-masq-pools` | every pool's CIDR; the masquerading pools' CIDRs |
 

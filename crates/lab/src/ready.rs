@@ -1,0 +1,360 @@
+//! Waiting until the lab does what was asked of it, by polling (never a fixed sleep): every
+//! Felix has programmed what was written, every host's BGP sessions are established, every
+//! other host routes to a workload, a workload's echo server listens. A timeout says which host
+//! and what it was waiting for, with the last state seen and the log to read.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use calico_datastore::{Datastore, EtcdDatastore};
+
+use crate::check::applied_revision;
+use crate::cluster::{connect, pid_alive};
+use crate::sh;
+use crate::state::{FABRIC_IP, FABRIC_IP6, Host, Lab, Workload};
+
+/// How long `up` waits, by default, for Felix and BGP on every host.
+pub const UP_LIMIT: Duration = Duration::from_secs(120);
+/// How long `workload add` waits, by default, until the workload is programmed and routed.
+pub const ADD_LIMIT: Duration = Duration::from_secs(60);
+/// How often a condition is looked at again.
+const POLL_EVERY: Duration = Duration::from_millis(20);
+/// The key whose revision marks "everything written so far" (Felix sees it and ignores it).
+const MARKER: &str = "/calico/v1/lab-sync";
+/// The line the echo server prints once it listens on every port.
+pub const SERVING: &str = "echo server listening";
+
+/// When to give up, and the limit it came from (for messages).
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    at: Instant,
+    limit: Duration,
+}
+
+impl Deadline {
+    pub fn after(limit: Duration) -> Deadline {
+        Deadline {
+            at: Instant::now() + limit,
+            limit,
+        }
+    }
+
+    fn passed(&self) -> bool {
+        Instant::now() >= self.at
+    }
+}
+
+/// Where a condition stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    Done,
+    /// Not yet, and why (shown if the wait times out).
+    Waiting(String),
+}
+
+/// Polls `check` until it is done. At the deadline it fails with `what`, the last reason and
+/// the log to read; an error from `check` (a process that exited) ends the wait at once.
+pub async fn until(
+    deadline: Deadline,
+    what: &str,
+    log: &Path,
+    mut check: impl AsyncFnMut() -> anyhow::Result<Progress>,
+) -> anyhow::Result<()> {
+    loop {
+        let reason = match check().await? {
+            Progress::Done => return Ok(()),
+            Progress::Waiting(reason) => reason,
+        };
+        if deadline.passed() {
+            bail!(
+                "timed out after {:?} waiting for {what}: {reason}; see {}",
+                deadline.limit,
+                log.display()
+            );
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+/// Writes the marker key; its revision stands for everything written to etcd so far.
+pub async fn mark(store: &EtcdDatastore) -> anyhow::Result<i64> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Ok(store.put(MARKER, &now.as_nanos().to_string()).await?)
+}
+
+/// Waits until every host's Felix has programmed `revision` (its `felix_applied_revision`
+/// metric: in sync with etcd, chains, ipsets and routes written).
+pub async fn felix_applied(lab: &Lab, revision: i64, deadline: Deadline) -> anyhow::Result<()> {
+    for host in &lab.hosts {
+        felix_applied_on(lab, host, revision, deadline).await?;
+    }
+    Ok(())
+}
+
+/// Waits until `host`'s Felix has programmed `revision`; fails at once if it is not running.
+pub async fn felix_applied_on(
+    lab: &Lab,
+    host: &Host,
+    revision: i64,
+    deadline: Deadline,
+) -> anyhow::Result<()> {
+    let what = format!("Felix on {} to program revision {revision}", host.name);
+    let log = lab.log_path(&format!("felix-{}", host.name));
+    until(deadline, &what, &log, async || {
+        if !host.felix_pid.is_some_and(pid_alive) {
+            bail!(
+                "Felix on {} has exited (see {}); on a lab that is up, `calico-lab \
+                 restart-felix {}` starts it again",
+                host.name,
+                log.display(),
+                host.name
+            );
+        }
+        Ok(match applied_revision(&host.netns).await {
+            Ok(applied) if applied >= revision => Progress::Done,
+            Ok(applied) => Progress::Waiting(format!("it is at revision {applied}")),
+            Err(error) => Progress::Waiting(format!("{error:#}")),
+        })
+    })
+    .await
+}
+
+/// Waits until BIRD on `host` has an established BGP session with each of `peers`, over IPv4
+/// and IPv6.
+pub async fn bgp_established(
+    lab: &Lab,
+    host: &Host,
+    peers: &[&Host],
+    deadline: Deadline,
+) -> anyhow::Result<()> {
+    let socket = bird_socket(lab, host);
+    let log = lab.log_path(&format!("node-{}", host.name));
+    let what = format!("the BGP sessions of {}", host.name);
+    until(deadline, &what, &log, async || {
+        node_running(lab, host)?;
+        Ok(bgp_progress(&socket, peers))
+    })
+    .await
+}
+
+/// Fails if `host`'s calico-node (which runs BIRD) has exited.
+fn node_running(lab: &Lab, host: &Host) -> anyhow::Result<()> {
+    if !host.node_pid.is_some_and(pid_alive) {
+        bail!(
+            "calico-node on {} has exited, so BGP is down there; see {}",
+            host.name,
+            lab.log_path(&format!("node-{}", host.name)).display()
+        );
+    }
+    Ok(())
+}
+
+/// BIRD's control socket on a host (calico-node runs BIRD in `<lab dir>/<host>/`).
+pub fn bird_socket(lab: &Lab, host: &Host) -> PathBuf {
+    lab.dir.join(&host.name).join("bird.ctl")
+}
+
+/// Whether every session to `peers` is established, from `birdc show protocols all`.
+fn bgp_progress(socket: &Path, peers: &[&Host]) -> Progress {
+    let Some(socket) = socket.to_str() else {
+        return Progress::Waiting(format!("{} is not UTF-8", socket.display()));
+    };
+    let text = match sh::run("birdc", &["-s", socket, "show", "protocols", "all"]) {
+        Ok(text) => text,
+        Err(error) => return Progress::Waiting(format!("BIRD does not answer: {error:#}")),
+    };
+    let sessions = parse_bgp_sessions(&text);
+    for peer in peers {
+        for address in [IpAddr::V4(peer.ip), IpAddr::V6(peer.ip6)] {
+            let session = sessions.iter().find(|s| s.neighbor == Some(address));
+            match session {
+                Some(s) if s.established() => {}
+                Some(s) => {
+                    return Progress::Waiting(format!(
+                        "the BGP session to {} ({address}) is not Established; birdc: {} {}",
+                        peer.name, s.name, s.summary
+                    ));
+                }
+                None => {
+                    return Progress::Waiting(format!(
+                        "BIRD has no BGP session to {} ({address}) yet",
+                        peer.name
+                    ));
+                }
+            }
+        }
+    }
+    Progress::Done
+}
+
+/// One BGP protocol in `birdc show protocols all`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct BgpSession {
+    name: String,
+    neighbor: Option<IpAddr>,
+    /// `BGP state:` (Established, Active, Connect, …).
+    state: String,
+    /// The protocol's line after its name: `BGP --- start 07:48:01 Active Socket: …`.
+    summary: String,
+}
+
+impl BgpSession {
+    fn established(&self) -> bool {
+        self.state == "Established"
+    }
+}
+
+fn parse_bgp_sessions(text: &str) -> Vec<BgpSession> {
+    let mut sessions: Vec<BgpSession> = Vec::new();
+    let mut in_bgp = false;
+    for line in text.lines() {
+        if !line.starts_with([' ', '\t']) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            in_bgp = fields.len() >= 2 && fields[1] == "BGP";
+            if in_bgp {
+                sessions.push(BgpSession {
+                    name: fields[0].to_owned(),
+                    neighbor: None,
+                    state: String::new(),
+                    summary: fields[1..].join(" "),
+                });
+            }
+            continue;
+        }
+        let Some(session) = sessions.last_mut().filter(|_| in_bgp) else {
+            continue;
+        };
+        let line = line.trim();
+        if let Some(state) = line.strip_prefix("BGP state:") {
+            session.state = state.trim().to_owned();
+        } else if let Some(address) = line.strip_prefix("Neighbor address:") {
+            let address = address.trim().split('%').next().unwrap_or_default();
+            session.neighbor = address.parse().ok();
+        }
+    }
+    sessions
+}
+
+/// Waits until every other host routes each of `workload`'s addresses to the workload's host
+/// (over the routes BGP spreads: its block, or a /32 for a borrowed address).
+pub async fn routed_to(lab: &Lab, workload: &Workload, deadline: Deadline) -> anyhow::Result<()> {
+    let owner = lab.host(&workload.host)?;
+    for host in lab.hosts.iter().filter(|h| h.name != owner.name) {
+        for &address in &workload.ips {
+            let expected = match address {
+                IpAddr::V4(_) => IpAddr::V4(owner.ip),
+                IpAddr::V6(_) => IpAddr::V6(owner.ip6),
+            };
+            let what = format!(
+                "{} to route {address} (workload {} on {}) via {expected}",
+                host.name, workload.name, owner.name
+            );
+            let log = lab.log_path(&format!("node-{}", host.name));
+            until(deadline, &what, &log, async || {
+                node_running(lab, host)?;
+                Ok(match gateway_of(&host.netns, address) {
+                    Ok(Some(via)) if via == expected => Progress::Done,
+                    Ok(Some(via)) if via == FABRIC_IP || via == FABRIC_IP6 => Progress::Waiting(
+                        format!("it has no route to it but its default route (via {via})"),
+                    ),
+                    Ok(Some(via)) => Progress::Waiting(format!("it routes it via {via}")),
+                    Ok(None) => Progress::Waiting("it has no route through a gateway".to_owned()),
+                    Err(error) => Progress::Waiting(format!("{error:#}")),
+                })
+            })
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// The gateway a namespace routes `address` through (`ip route get`), if any.
+fn gateway_of(netns: &str, address: IpAddr) -> anyhow::Result<Option<IpAddr>> {
+    let out = sh::ip(&["-n", netns, "-j", "route", "get", &address.to_string()])?;
+    let routes: serde_json::Value = serde_json::from_str(&out)?;
+    Ok(routes[0]["gateway"].as_str().and_then(|g| g.parse().ok()))
+}
+
+/// Waits until the echo server started as `pid` says it listens (in `log`).
+pub async fn serving(pid: i32, log: &Path, deadline: Deadline) -> anyhow::Result<()> {
+    until(deadline, "the echo server to listen", log, async || {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains(SERVING) {
+            return Ok(Progress::Done);
+        }
+        if !pid_alive(pid) {
+            bail!("the echo server exited: {}", text.trim());
+        }
+        Ok(Progress::Waiting("it has not said so yet".to_owned()))
+    })
+    .await
+}
+
+/// Writes a marker and waits until every host's Felix has programmed it (everything written
+/// before is programmed), and until every host routes every other host's workloads to that
+/// host over BGP. Returns the marker's revision.
+pub async fn wait_programmed(lab: &Lab, limit: Duration) -> anyhow::Result<i64> {
+    let deadline = Deadline::after(limit);
+    let store = connect(lab).await?;
+    let revision = mark(&store).await?;
+    felix_applied(lab, revision, deadline).await?;
+    for workload in &lab.workloads {
+        routed_to(lab, workload, deadline).await?;
+    }
+    Ok(revision)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROTOCOLS: &str = "BIRD 2.0.12 ready.
+Name       Proto      Table      State  Since         Info
+device1    Device     ---        up     07:47:56.079
+kernel_v4  Kernel     master4    up     07:47:56.079
+  Channel ipv4
+    Routes:         1 imported, 3 exported, 1 preferred
+Mesh_10_99_0_12 BGP        ---        up     07:47:59.911  Established
+  BGP state:          Established
+    Neighbor address: 10.99.0.12
+  Channel ipv4
+    State:          UP
+Mesh_fd00_99__12 BGP        ---        start  07:48:01.000  Active        Socket: Connection refused
+  BGP state:          Active
+    Neighbor address: fd00:99::12
+";
+
+    #[test]
+    fn bgp_sessions_with_neighbour_and_state() {
+        let sessions = parse_bgp_sessions(PROTOCOLS);
+        assert_eq!(sessions.len(), 2, "{sessions:?}");
+        assert!(sessions[0].established());
+        assert_eq!(sessions[0].neighbor, Some("10.99.0.12".parse().unwrap()));
+        let v6 = &sessions[1];
+        assert!(!v6.established());
+        assert_eq!(v6.neighbor, Some("fd00:99::12".parse().unwrap()));
+        assert_eq!(
+            v6.summary,
+            "BGP --- start 07:48:01.000 Active Socket: Connection refused"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_timeout_names_what_and_the_last_reason() {
+        let deadline = Deadline::after(Duration::from_millis(60));
+        let mut tries = 0;
+        let error = until(deadline, "the thing", Path::new("/x.log"), async || {
+            tries += 1;
+            Ok(Progress::Waiting(format!("try {tries}")))
+        })
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("waiting for the thing: try "), "{error}");
+        assert!(error.ends_with("see /x.log"), "{error}");
+    }
+}
