@@ -151,6 +151,8 @@ pub async fn run(
         host_interfaces: BTreeMap::new(),
         statuses_dirty: true,
         config_dirty: false,
+        ipip_enabled: config.ip_in_ip_enabled,
+        ipip_warned: BTreeSet::new(),
         seen_revision: 0,
     };
     let mut config = config;
@@ -340,6 +342,10 @@ struct Felix<'a> {
     statuses_dirty: bool,
     /// Felix's configuration in etcd changed: read it again.
     config_dirty: bool,
+    /// `IpInIpEnabled`.
+    ipip_enabled: bool,
+    /// The pools asking for IPIP that Felix has warned about.
+    ipip_warned: BTreeSet<ipnet::IpNet>,
     /// The revision of the last datastore update received.
     seen_revision: i64,
 }
@@ -446,6 +452,37 @@ impl Felix<'_> {
         self.host_interfaces = resolved;
     }
 
+    /// IPIP encapsulation is not implemented: a pool asking for it (`"ipip": "tunl0"`) is routed
+    /// without it. Says so once per pool, with why (the setting, the kernel), rather than
+    /// accepting the field silently.
+    fn warn_ipip_pools(&mut self) {
+        let asking: Vec<(ipnet::IpNet, String)> = self
+            .calc
+            .cluster()
+            .pools
+            .values()
+            .filter_map(|p| Some((p.cidr, p.ipip.clone()?)))
+            .collect();
+        self.ipip_warned
+            .retain(|cidr| asking.iter().any(|(c, _)| c == cidr));
+        for (cidr, device) in asking {
+            if !self.ipip_warned.insert(cidr) {
+                continue;
+            }
+            let why = if !self.ipip_enabled {
+                "IpInIpEnabled is false".to_owned()
+            } else if !std::path::Path::new("/sys/module/ipip").exists() {
+                "this kernel has no IPIP support (module ipip is not loaded)".to_owned()
+            } else {
+                "this Felix does not implement IPIP tunnels".to_owned()
+            };
+            tracing::warn!(
+                "pool {cidr} asks for IPIP through {device:?}, but {why}: traffic to its \
+                 workloads is routed without encapsulation (see docs/dataplane.md)"
+            );
+        }
+    }
+
     /// Programs the dataplane: a full sync the first time (and after a failure), then only the
     /// calculator's changes; routes when endpoints or links changed. Failures are logged,
     /// counted, and retried on the next heartbeat; the dataplane is left as it was.
@@ -457,6 +494,9 @@ impl Felix<'_> {
             self.resolve_host_endpoints().await;
         }
         let changes = self.calc.take_changes();
+        if changes.pools {
+            self.warn_ipip_pools();
+        }
         if !changes.endpoints.is_empty() {
             self.routes_dirty = true;
         }

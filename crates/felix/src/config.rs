@@ -303,10 +303,17 @@ impl Bootstrap {
         let path = |v: &str| Ok((!v.is_empty()).then(|| PathBuf::from(v)));
         let etcd_key_file = typed.parse("EtcdKeyFile", path)?;
         let etcd_cert_file = typed.parse("EtcdCertFile", path)?;
+        let tls = etcd_endpoints.iter().any(|e| e.starts_with("https://"));
         let ca = typed.parse("EtcdCaFile", |v| {
+            if v.eq_ignore_ascii_case("none") && tls {
+                return Err(
+                    "not verifying etcd's server certificate is not supported: give the \
+                     CA file that signed it (or reach etcd over http)"
+                        .to_owned(),
+                );
+            }
             Ok((!v.is_empty() && !v.eq_ignore_ascii_case("none")).then(|| PathBuf::from(v)))
         })?;
-        let tls = etcd_endpoints.iter().any(|e| e.starts_with("https://"));
         let hostname = typed.parse("FelixHostname", |v| {
             let name = if v.is_empty() { hostname } else { v };
             calico_model::names::validate_hostname(name)

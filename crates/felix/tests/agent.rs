@@ -245,6 +245,11 @@ fn configuration_changes_in_etcd_apply_live_or_restart() {
         r#"{"state": "active", "name": "calidb", "profile_ids": [], "ipv4_nets": ["10.65.0.2/32"]}"#,
     );
     put(&etcd, "/calico/v1/config/NoSuchParameter", "1");
+    put(
+        &etcd,
+        "/calico/v1/ipam/v4/pool/10.65.0.0-16",
+        r#"{"cidr": "10.65.0.0/16", "ipip": "tunl0"}"#,
+    );
     let mut felix = Felix::start(&ns, &etcd, &[]);
     let iptables = || ns.run_ok("iptables-save", &["-t", "filter"], "");
     eventually(&felix, "the endpoint's chains", || {
@@ -256,6 +261,11 @@ fn configuration_changes_in_etcd_apply_live_or_restart() {
             .contains("ignoring \"NoSuchParameter\" from etcd /calico/v1/config")
     });
     assert!(iptables().contains("no profile matched\" -j DROP"));
+    eventually(&felix, "the IPIP pool warned about", || {
+        felix.log().contains(
+            "pool 10.65.0.0/16 asks for IPIP through \"tunl0\", but IpInIpEnabled is false",
+        )
+    });
 
     // Live: DropActionOverride changes the drop rules without a restart.
     put(

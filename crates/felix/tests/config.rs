@@ -138,14 +138,11 @@ fn etcd_location_from_addr_scheme_or_endpoints() {
     );
     let env = [
         ("FELIX_ETCDENDPOINTS", "https://a:2379, https://b:2379"),
-        ("FELIX_ETCDCAFILE", "none"),
+        ("FELIX_ETCDCAFILE", "/etc/etcd/ca.pem"),
     ];
     let boot = Bootstrap::load(&inputs(&env, None, &[], &[]), "h").unwrap();
     assert_eq!(boot.etcd_endpoints, ["https://a:2379", "https://b:2379"]);
-    assert_eq!(
-        boot.etcd_ca_file, None,
-        "`none` disables server verification"
-    );
+    assert_eq!(boot.etcd_ca_file, Some(PathBuf::from("/etc/etcd/ca.pem")));
     // The seed's table spells it EtdcAddr: read too.
     let boot = Bootstrap::load(
         &inputs(&[], Some("EtdcAddr = 10.9.9.9:4001"), &[], &[]),
@@ -304,4 +301,24 @@ fn changed_parameters_are_applied_live_or_need_a_restart() {
     assert!(
         running.live_changes(&running).is_empty() && running.restart_needed(&running).is_empty()
     );
+}
+
+/// Seed 000 lets `EtcdCaFile=none` turn off the check of etcd's certificate; this Felix refuses
+/// it by name rather than pretend (over http it changes nothing and is accepted).
+#[test]
+fn etcd_ca_file_none_is_refused_over_https() {
+    let https = inputs(
+        &[
+            ("FELIX_ETCDENDPOINTS", "https://10.0.0.1:2379"),
+            ("FELIX_ETCDCAFILE", "none"),
+        ],
+        None,
+        &[],
+        &[],
+    );
+    let error = Bootstrap::load(&https, "h1").unwrap_err();
+    assert_eq!(error.param, "EtcdCaFile");
+    assert!(error.reason.contains("not supported"), "{error}");
+    let http = inputs(&[("FELIX_ETCDCAFILE", "none")], None, &[], &[]);
+    assert_eq!(Bootstrap::load(&http, "h1").unwrap().etcd_ca_file, None);
 }
