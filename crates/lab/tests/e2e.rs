@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{BIN, OPEN, TestLab};
+use common::{OPEN, TestLab};
 
 const W1: &str = "10.65.1.1";
 const W2: &str = "10.65.2.1";
@@ -408,7 +408,7 @@ fn first_probes_after_up_and_workload_add_get_through() {
     lab.workload("host2", "second", W2, &[], &[]);
     for (from, to) in [("first", W2), ("second", W1)] {
         let targets = [format!("icmp:{to}"), common::tcp(to, 80)];
-        let words = probe_single_attempt(&lab, from, &targets);
+        let words = lab.probe_single(from, &targets, 1500);
         assert_eq!(
             words,
             ["ok", "ok"],
@@ -416,17 +416,4 @@ fn first_probes_after_up_and_workload_add_get_through() {
             lab.felix_logs()
         );
     }
-}
-
-/// One probe from inside `from`, not retried (unlike [`TestLab::probe`]): a word per target.
-fn probe_single_attempt(lab: &TestLab, from: &str, targets: &[String]) -> Vec<String> {
-    let mut args = vec!["exec", from, "--", BIN, "probe", "--timeout-ms", "1500"];
-    args.extend(targets.iter().map(String::as_str));
-    let out = lab.ok(&args);
-    let words: Vec<String> = out
-        .lines()
-        .filter_map(|l| l.rsplit_once(' ').map(|(_, w)| w.to_owned()))
-        .collect();
-    assert_eq!(words.len(), targets.len(), "probe output:\n{out}");
-    words
 }

@@ -6,10 +6,7 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use common::{BIN, OPEN, TestLab, tcp};
+use common::{OPEN, TestLab, tcp};
 
 const W1: &str = "10.65.1.1";
 const W2: &str = "10.65.1.2";
@@ -22,62 +19,6 @@ const METADATA: &str = "169.254.169.254";
 /// Allows everything in, denies everything out.
 const CLOSED: &str =
     r#"{"inbound_rules": [{"action": "allow"}], "outbound_rules": [{"action": "deny"}]}"#;
-
-/// The lab's echo server (TCP and UDP) running in a host's namespace, killed on drop (also when
-/// the test fails; `calico-lab down` would kill it too, with the namespace's other processes).
-struct HostServer {
-    child: Child,
-}
-
-impl HostServer {
-    fn start(lab: &TestLab, host: &str, ports: &[u16]) -> HostServer {
-        let netns = format!("{}.{host}", lab.name);
-        let list: Vec<String> = ports.iter().map(u16::to_string).collect();
-        let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &netns,
-                BIN,
-                "serve",
-                "--ports",
-                &list.join(","),
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("ip netns exec runs");
-        let server = HostServer { child };
-        // Listening once the host itself gets an answer on every port.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        for &port in ports {
-            loop {
-                let target = tcp("127.0.0.1", port);
-                let out = lab.in_host(host, BIN, &["probe", "--timeout-ms", "500", &target]);
-                if String::from_utf8_lossy(&out.stdout)
-                    .trim_end()
-                    .ends_with(" ok")
-                {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "the server in {netns} does not answer on port {port}"
-                );
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-        server
-    }
-}
-
-impl Drop for HostServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn nat_rules(lab: &TestLab, host: &str) -> String {
     let out = lab.in_host(host, "iptables-save", &["-t", "nat"]);
@@ -105,7 +46,7 @@ fn metadata_and_dns_are_allowed_before_policy_and_none_turns_metadata_off() {
     lab.wait();
     let host_ip = lab.state().host("host1").unwrap().ip.to_string();
     // Declared after the lab, so dropped (killed) before the lab goes down.
-    let _server = HostServer::start(&lab, "host1", &[METADATA_PORT, DNS_PORT, OTHER_PORT]);
+    let _server = lab.serve_in("host1", &[METADATA_PORT, DNS_PORT, OTHER_PORT]);
 
     let targets = [
         tcp(METADATA, 80),

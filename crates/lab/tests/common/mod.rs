@@ -186,6 +186,11 @@ impl TestLab {
         words
     }
 
+    /// One probe from inside workload `from`, not retried (unlike [`TestLab::probe`]).
+    pub fn probe_single(&self, from: &str, targets: &[String], timeout_ms: u32) -> Vec<String> {
+        self.probe_once(&["exec", from, "--"], targets, timeout_ms)
+    }
+
     /// `runner` is `exec W --` (a workload) or `netns-exec NETNS` (any namespace).
     fn probe_once(&self, runner: &[&str], targets: &[String], timeout_ms: u32) -> Vec<String> {
         let timeout = timeout_ms.to_string();
