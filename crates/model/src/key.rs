@@ -76,6 +76,10 @@ pub enum Key {
     BirdIp {
         hostname: String,
     },
+    /// `/calico/v1/host/<hostname>/vxlan_tunnel`: the host's VXLAN tunnel endpoint (ours).
+    VxlanTunnel {
+        hostname: String,
+    },
     WorkloadEndpoint(WorkloadEndpointId),
     HostEndpoint(HostEndpointId),
     /// `/calico/v1/policy/profile/<profile>/rules`
@@ -194,6 +198,7 @@ impl Key {
     fn check_names(&self) -> Result<(), ValidationError> {
         match self {
             Key::BirdIp { hostname }
+            | Key::VxlanTunnel { hostname }
             | Key::HostIp { hostname, .. }
             | Key::HostAsNum { hostname }
             | Key::RrClusterId { hostname }
@@ -237,6 +242,7 @@ impl Key {
             Key::GlobalConfig { .. } => "global Felix config",
             Key::HostConfig { .. } => "host Felix config",
             Key::BirdIp { .. } => "host BIRD IP",
+            Key::VxlanTunnel { .. } => "host VXLAN tunnel",
             Key::WorkloadEndpoint(_) => "workload endpoint",
             Key::HostEndpoint(_) => "host endpoint",
             Key::ProfileRules { .. } => "profile rules",
@@ -333,6 +339,7 @@ fn parse_v1_host(hostname: &str, segments: &[&str]) -> Result<Key, String> {
             name: (*name).to_owned(),
         },
         ["bird_ip"] => Key::BirdIp { hostname },
+        ["vxlan_tunnel"] => Key::VxlanTunnel { hostname },
         ["workload", orchestrator, workload, "endpoint", endpoint] => {
             Key::WorkloadEndpoint(WorkloadEndpointId {
                 hostname,
@@ -560,6 +567,7 @@ impl fmt::Display for Key {
             Key::GlobalConfig { name } => write!(f, "{V1}/config/{name}"),
             Key::HostConfig { hostname, name } => write!(f, "{V1}/host/{hostname}/config/{name}"),
             Key::BirdIp { hostname } => write!(f, "{V1}/host/{hostname}/bird_ip"),
+            Key::VxlanTunnel { hostname } => write!(f, "{V1}/host/{hostname}/vxlan_tunnel"),
             Key::WorkloadEndpoint(id) => write!(f, "{V1}/host/{id}"),
             Key::HostEndpoint(id) => write!(f, "{V1}/host/{id}"),
             Key::ProfileRules { profile } => write!(f, "{V1}/policy/profile/{profile}/rules"),

@@ -10,6 +10,7 @@
 //! | `pool`, `ipam` | IP pools; IPAM blocks, handles and host affinities |
 //! | `bgp` | AS numbers, node mesh, BGP peers |
 //! | `status` | what Felix reports back |
+//! | `tunnel` | a host's VXLAN tunnel endpoint |
 //! | `names` | the rules for ids and key segments |
 //! | `error` | `ValidationError` (field path + reason) and `from_json` for every object |
 //! | `selector` | the selector language: parser, evaluator, canonical form |
@@ -27,6 +28,7 @@ pub mod profile;
 pub mod rule;
 pub mod selector;
 pub mod status;
+pub mod tunnel;
 pub mod value;
 
 pub use error::{Validate, ValidationError, from_json};

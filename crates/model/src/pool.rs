@@ -2,7 +2,8 @@
 //!
 //! The seeds define `cidr`, `ipip` (the tunnel device, IPv4 only) and `masquerade` (default
 //! false). `ipam` and `disabled` are read as the later libcalico-go pools wrote them, so a pool
-//! written by a newer tool is not refused.
+//! written by a newer tool is not refused. `vxlan_mode` is this project's own (see
+//! docs/data-model.md): VXLAN encapsulation of traffic to the pool's workloads on other hosts.
 
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
@@ -27,6 +28,28 @@ pub struct IpPool {
     /// A disabled pool keeps its routes but gives out no new addresses.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub disabled: bool,
+    /// Whether traffic to this pool's workloads on other hosts is VXLAN-encapsulated.
+    #[serde(default, skip_serializing_if = "VxlanMode::is_never")]
+    pub vxlan_mode: VxlanMode,
+}
+
+/// When a pool's traffic between hosts is VXLAN-encapsulated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VxlanMode {
+    /// Routed as it is (BGP).
+    #[default]
+    Never,
+    /// To every other host.
+    Always,
+    /// Only to hosts on another subnet of the underlying network.
+    CrossSubnet,
+}
+
+impl VxlanMode {
+    pub fn is_never(&self) -> bool {
+        *self == VxlanMode::Never
+    }
 }
 
 impl IpPool {
@@ -38,6 +61,7 @@ impl IpPool {
             masquerade: false,
             ipam: None,
             disabled: false,
+            vxlan_mode: VxlanMode::Never,
         }
     }
 
@@ -70,6 +94,20 @@ impl Validate for IpPool {
                 ));
             }
             validate_interface_name(device).map_err(|e| e.within("ipip"))?;
+        }
+        if !self.vxlan_mode.is_never() {
+            if self.version() == IpVersion::V6 {
+                return Err(ValidationError::new(
+                    "vxlan_mode",
+                    "VXLAN is only supported on IPv4 pools",
+                ));
+            }
+            if self.ipip.is_some() {
+                return Err(ValidationError::new(
+                    "vxlan_mode",
+                    "a pool is tunnelled by IPIP or by VXLAN, not both: remove \"ipip\" or set \"vxlan_mode\": \"never\"",
+                ));
+            }
         }
         Ok(())
     }

@@ -15,6 +15,7 @@ use crate::pool::IpPool;
 use crate::profile::{ProfileLabels, ProfileRules, ProfileTags};
 use crate::rule::IpVersion;
 use crate::status::{EndpointStatus, FelixStatus};
+use crate::tunnel::VxlanTunnel;
 
 /// A validated value, typed by its key.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +24,7 @@ pub enum Value {
     /// A Felix parameter, as text; Felix gives it a type.
     Config(String),
     BirdIp(Ipv4Addr),
+    VxlanTunnel(VxlanTunnel),
     WorkloadEndpoint(Box<WorkloadEndpoint>),
     HostEndpoint(Box<HostEndpoint>),
     ProfileRules(Box<ProfileRules>),
@@ -54,6 +56,7 @@ pub fn parse_value(key: &Key, raw: &str) -> Result<Value, ValidationError> {
         Key::Ready => Value::Ready(parse_bool(raw)?),
         Key::GlobalConfig { .. } | Key::HostConfig { .. } => Value::Config(raw.to_owned()),
         Key::BirdIp { .. } => Value::BirdIp(parse_text(raw, "an IPv4 address")?),
+        Key::VxlanTunnel { .. } => Value::VxlanTunnel(from_json(raw)?),
         Key::WorkloadEndpoint(_) => Value::WorkloadEndpoint(Box::new(from_json(raw)?)),
         Key::HostEndpoint(_) => Value::HostEndpoint(Box::new(from_json(raw)?)),
         Key::ProfileRules { .. } => Value::ProfileRules(Box::new(from_json(raw)?)),

@@ -60,6 +60,12 @@ fn ready_and_felix_config() {
             hostname: "my-host".into()
         }
     );
+    assert_eq!(
+        parsed("/calico/v1/host/my-host/vxlan_tunnel"),
+        Key::VxlanTunnel {
+            hostname: "my-host".into()
+        }
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@ mod common;
 
 use calico_model::bgp::{AsNumber, BgpPeer, NodeMesh};
 use calico_model::ipam::{AllocationBlock, AllocationHandle};
-use calico_model::pool::IpPool;
+use calico_model::pool::{IpPool, VxlanMode};
 use calico_model::{Key, ValidationError, Value, parse_value};
 use common::{fixture, round_trip};
 
@@ -96,6 +96,58 @@ fn pool_rules() {
         "/calico/v1/ipam/v4/pool/10.0.0.0-8",
         r#"{"cidr": "10.0.0.0/8", "nat_outgoing": true}"#,
     );
+}
+
+#[test]
+fn vxlan_pools_and_tunnels() {
+    let v4 = "/calico/v1/ipam/v4/pool/10.0.0.0-8";
+    for (mode, expected) in [
+        ("always", VxlanMode::Always),
+        ("cross-subnet", VxlanMode::CrossSubnet),
+        ("never", VxlanMode::Never),
+    ] {
+        let json = format!(r#"{{"cidr": "10.0.0.0/8", "vxlan_mode": "{mode}"}}"#);
+        let Value::Pool(pool) = value(v4, &json) else {
+            panic!("a pool");
+        };
+        assert_eq!(pool.vxlan_mode, expected);
+    }
+    let Value::Pool(pool) = value(v4, r#"{"cidr": "10.0.0.0/8"}"#) else {
+        panic!("a pool");
+    };
+    assert_eq!(pool.vxlan_mode, VxlanMode::Never, "the default");
+    let err = refused(v4, r#"{"cidr": "10.0.0.0/8", "vxlan_mode": "sometimes"}"#);
+    assert_eq!(err.field, "vxlan_mode");
+    let err = refused(
+        v4,
+        r#"{"cidr": "10.0.0.0/8", "vxlan_mode": "always", "ipip": "tunl0"}"#,
+    );
+    assert_eq!(err.field, "vxlan_mode");
+    assert!(err.reason.contains("not both"), "{err}");
+    let err = refused(
+        "/calico/v1/ipam/v6/pool/fd80::-64",
+        r#"{"cidr": "fd80::/64", "vxlan_mode": "always"}"#,
+    );
+    assert_eq!(
+        (err.field.as_str(), err.reason.as_str()),
+        ("vxlan_mode", "VXLAN is only supported on IPv4 pools")
+    );
+
+    let tunnel = "/calico/v1/host/h1/vxlan_tunnel";
+    value(
+        tunnel,
+        r#"{"address": "10.0.0.1", "mac": "66:00:00:00:00:01", "parent_address": "192.0.2.1/24"}"#,
+    );
+    let err = refused(
+        tunnel,
+        r#"{"address": "fd00::1", "mac": "66:00:00:00:00:01", "parent_address": "192.0.2.1/24"}"#,
+    );
+    assert_eq!(err.field, "address");
+    let err = refused(
+        tunnel,
+        r#"{"address": "10.0.0.1", "mac": "66:00:00:00:00:01"}"#,
+    );
+    assert!(err.reason.contains("parent_address"), "{err}");
 }
 
 #[test]
