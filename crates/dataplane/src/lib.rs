@@ -5,6 +5,7 @@
 pub mod driver;
 pub mod render;
 pub mod routing;
+pub mod vxlan;
 
 pub use driver::{Dataplane, Repairs};
 pub use render::config::{DropAction, EndpointToHostAction, MarkBits, RenderConfig};
@@ -13,3 +14,4 @@ pub use render::{
     render_ipset_updates, render_ipsets, render_nat, render_pool_ipsets, render_raw,
 };
 pub use routing::{Routing, RoutingChanges, RoutingError};
+pub use vxlan::{Vxlan, VxlanChanges, VxlanPlan};

@@ -1,5 +1,8 @@
 //! `calico-lab demo`: a two-host cluster, four workloads, and the seed examples applied step by
-//! step, with the connectivity matrix after each step. The cluster stays up afterwards.
+//! step, with the connectivity matrix after each step; then a host endpoint with its failsafe
+//! ports, and pool masquerade (in `host`). The cluster stays up afterwards.
+
+mod host;
 
 use std::time::Duration;
 
@@ -97,6 +100,9 @@ pub async fn run(name: &str) -> anyhow::Result<()> {
     );
     load(&lab, FAILSAFE).await?;
     show(&lab, 80).await?;
+
+    host::host_endpoint(&lab).await?;
+    host::masquerade(&lab).await?;
 
     let cmd = if name == "calico-lab" {
         "calico-lab".to_owned()

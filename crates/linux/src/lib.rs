@@ -15,8 +15,8 @@ pub use conntrack::flush_conntrack;
 pub use ipset::Ipset;
 pub use iptables::{Family, Iptables};
 pub use rtnl::{
-    GatewayRoute, Link, LinkEvent, LinkEvents, Neighbour, Netlink, NetlinkError, ROUTE_PROTOCOL,
-    Route, in_netns,
+    FdbEntry, GatewayRoute, Link, LinkEvent, LinkEvents, Neighbour, Netlink, NetlinkError,
+    ROUTE_PROTOCOL, Route, TUNNEL_ROUTE_PROTOCOL, TunnelRoute, VxlanDevice, in_netns,
 };
 pub use sysctl::{SysctlError, get_sysctl, set_sysctl};
 

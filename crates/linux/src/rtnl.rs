@@ -23,7 +23,9 @@ use rtnetlink::{Handle, MulticastGroup, RouteMessageBuilder};
 use crate::Netns;
 
 mod plumb;
+mod tunnel;
 pub use plumb::GatewayRoute;
+pub use tunnel::{FdbEntry, TUNNEL_ROUTE_PROTOCOL, TunnelRoute, VxlanDevice};
 
 /// The routing protocol number Calico's routes carry (`ip route … proto 80`): how Felix tells
 /// its routes from everyone else's, also after a restart.
@@ -39,6 +41,7 @@ pub struct Link {
     pub name: String,
     pub mac: Option<[u8; 6]>,
     pub up: bool,
+    pub mtu: u32,
 }
 
 /// A Calico route: a destination through an interface (scope link).
@@ -294,10 +297,12 @@ impl Netlink {
 fn link_of(message: &LinkMessage) -> Option<Link> {
     let mut name = None;
     let mut mac = None;
+    let mut mtu = 0;
     for attribute in &message.attributes {
         match attribute {
             LinkAttribute::IfName(n) => name = Some(n.clone()),
             LinkAttribute::Address(a) => mac = <[u8; 6]>::try_from(a.as_slice()).ok(),
+            LinkAttribute::Mtu(m) => mtu = *m,
             _ => {}
         }
     }
@@ -306,6 +311,7 @@ fn link_of(message: &LinkMessage) -> Option<Link> {
         name: name?,
         mac,
         up: message.header.flags.contains(LinkFlags::Up),
+        mtu,
     })
 }
 
