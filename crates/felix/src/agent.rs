@@ -7,15 +7,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use calico_calc::{Calculator, EndpointKey};
-use calico_dataplane::{Dataplane, Routing};
+use calico_dataplane::{Dataplane, Routing, Vxlan};
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore, WatchEvent};
-use calico_linux::{LinkEvent, LinkEvents, Netns};
+use calico_linux::{LinkEvent, LinkEvents, Netlink, Netns};
 use calico_model::Key;
 use calico_model::status::{EndpointOperState, EndpointStatus};
 use tokio::net::TcpListener;
 use tokio::time::{MissedTickBehavior, interval, sleep, timeout};
 
 use crate::config::{Bootstrap, Config, Inputs, unknown_names};
+use crate::encap::Encapsulation;
 use crate::metrics::{Health, Metrics, health_routes, metrics_routes, serve};
 
 /// How often "wait-for-ready" is logged while `/calico/v1/Ready` is not true.
@@ -151,6 +152,10 @@ pub async fn run(
         host_interfaces: BTreeMap::new(),
         statuses_dirty: true,
         config_dirty: false,
+        encap: Encapsulation::new(
+            &hostname,
+            Vxlan::new(Netlink::connect(&netns).context("opening netlink")?),
+        ),
         ipip_enabled: config.ip_in_ip_enabled,
         ipip_warned: BTreeSet::new(),
         seen_revision: 0,
@@ -213,12 +218,13 @@ pub async fn run(
             _ = refresh.tick() => felix.repair().await,
             _ = route_refresh.tick() => {
                 felix.routes_dirty = true;
+                felix.encap.refresh();
                 felix.program().await;
             }
             _ = heartbeat.tick() => {
                 felix.health.beat();
                 // Retry what failed.
-                if !felix.synced || felix.routes_dirty {
+                if !felix.synced || felix.routes_dirty || felix.encap.dirty() {
                     felix.program().await;
                 }
             }
@@ -342,6 +348,8 @@ struct Felix<'a> {
     statuses_dirty: bool,
     /// Felix's configuration in etcd changed: read it again.
     config_dirty: bool,
+    /// VXLAN: tunnel endpoints and the plan applied.
+    encap: Encapsulation,
     /// `IpInIpEnabled`.
     ipip_enabled: bool,
     /// The pools asking for IPIP that Felix has warned about.
@@ -358,6 +366,7 @@ impl Felix<'_> {
                 self.metrics.updates.inc();
                 self.seen_revision = self.seen_revision.max(pair.mod_revision);
                 self.config_dirty |= is_config(&pair.key, hostname);
+                self.encap.update(&pair.key, Some(&pair.value));
                 let applied = self.calc.apply(&pair.key, Some(&pair.value));
                 if let calico_calc::Applied::Invalid { reason } = applied {
                     tracing::warn!(
@@ -370,6 +379,7 @@ impl Felix<'_> {
                 self.metrics.updates.inc();
                 self.seen_revision = self.seen_revision.max(mod_revision);
                 self.config_dirty |= is_config(&key, hostname);
+                self.encap.update(&key, None);
                 self.calc.apply(&key, None);
             }
             WatchEvent::InSync { revision } => {
@@ -541,7 +551,11 @@ impl Felix<'_> {
                 }
             }
         }
-        let done = self.synced && !self.routes_dirty;
+        if let Err(error) = self.encap.sync(self.calc.cluster()).await {
+            tracing::error!("programming VXLAN failed (will retry): {error}");
+            self.metrics.failed("netlink");
+        }
+        let done = self.synced && !self.routes_dirty && !self.encap.dirty();
         self.health.set_ready(done);
         if done {
             self.metrics.applied_revision.set(self.seen_revision);
