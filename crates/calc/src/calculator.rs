@@ -462,6 +462,7 @@ impl Calculator {
             }),
             addresses: endpoint.addresses.clone(),
             mac: endpoint.mac,
+            nat: endpoint.nat.clone(),
         };
         if self.state.endpoints.get(key) != Some(&program) {
             self.state.endpoints.insert(key.clone(), program);

@@ -61,6 +61,10 @@ pub struct Endpoint {
     pub addresses: Vec<IpAddr>,
     /// A workload's MAC (for its static ARP/NDP entries), if it gave one.
     pub mac: Option<[u8; 6]>,
+    /// A workload's 1:1 NAT mappings (`ipv4_nat` then `ipv6_nat`), as `(int_ip, ext_ip)`. The
+    /// model refuses an endpoint whose `int_ip` is not one of its nets, so each `int_ip` is
+    /// one of `addresses`. Empty for host endpoints.
+    pub nat: Vec<(IpAddr, IpAddr)>,
 }
 
 impl Endpoint {
@@ -73,6 +77,12 @@ impl Endpoint {
             labels: interner.labels(&wep.labels),
             addresses: nets.map(|net| net.addr()).collect(),
             mac: wep.mac.map(|m| m.0),
+            nat: wep
+                .ipv4_nat
+                .iter()
+                .chain(&wep.ipv6_nat)
+                .map(|m| (m.int_ip, m.ext_ip))
+                .collect(),
         }
     }
 
@@ -88,6 +98,7 @@ impl Endpoint {
             labels: interner.labels(&hep.labels),
             addresses: addrs.copied().collect(),
             mac: None,
+            nat: Vec::new(),
         }
     }
 }

@@ -93,6 +93,10 @@ pub struct EndpointProgram {
     pub addresses: Vec<IpAddr>,
     /// A workload's MAC: the dataplane adds static ARP/NDP entries for its addresses.
     pub mac: Option<[u8; 6]>,
+    /// A workload's 1:1 NAT mappings, `(int_ip, ext_ip)` (`ipv4_nat` then `ipv6_nat`): the
+    /// dataplane DNATs connections to `ext_ip` to `int_ip`, SNATs the endpoint's connections
+    /// to its own `ext_ip` (hairpin) to come from it, and routes `ext_ip` to the workload.
+    pub nat: Vec<(IpAddr, IpAddr)>,
 }
 
 /// Everything one host must program.
@@ -110,16 +114,36 @@ pub struct DesiredState {
 }
 
 impl DesiredState {
-    /// The routes the host needs: each address of each active local workload endpoint, as a
-    /// host route (/32 or /128) through the workload's interface. Inactive workloads and host
-    /// endpoints get none.
+    /// The routes the host needs: each address of each active local workload endpoint, and
+    /// each `ext_ip` of its NAT mappings, as a host route (/32 or /128) through the workload's
+    /// interface. Inactive workloads and host endpoints get none. An `ext_ip` mapped by several
+    /// endpoints goes to the first (by key); should it also be a local workload's own address,
+    /// the address's route wins.
     pub fn routes(&self) -> BTreeMap<IpNet, &str> {
-        self.endpoints
-            .iter()
-            .filter(|(key, program)| matches!(key, EndpointKey::Workload(_)) && program.active)
-            .filter_map(|(_, program)| Some((program.interface.as_deref()?, &program.addresses)))
-            .flat_map(|(iface, addresses)| addresses.iter().map(move |a| (IpNet::from(*a), iface)))
-            .collect()
+        let workloads = || {
+            self.endpoints
+                .iter()
+                .filter(|(key, program)| matches!(key, EndpointKey::Workload(_)) && program.active)
+                .filter_map(|(_, program)| Some((program.interface.as_deref()?, program)))
+        };
+        let external = workloads().flat_map(|(iface, program)| {
+            program
+                .nat
+                .iter()
+                .map(move |(_, ext)| (IpNet::from(*ext), iface))
+        });
+        let own = workloads().flat_map(|(iface, program)| {
+            program
+                .addresses
+                .iter()
+                .map(move |a| (IpNet::from(*a), iface))
+        });
+        let mut routes: BTreeMap<IpNet, &str> = BTreeMap::new();
+        for (net, iface) in external {
+            routes.entry(net).or_insert(iface);
+        }
+        routes.extend(own);
+        routes
     }
 }
 
@@ -166,6 +190,7 @@ pub fn desired_state(cluster: &Cluster, hostname: &str) -> DesiredState {
             missing_profile: false,
             addresses: endpoint.addresses.clone(),
             mac: endpoint.mac,
+            nat: endpoint.nat.clone(),
         };
         let host = matches!(key, EndpointKey::Host(_));
         for (tier_name, tier) in &tiers {

@@ -30,6 +30,12 @@ fn pool() -> Vec<(String, Vec<Option<String>>)> {
                 body("10.0.0.1", r#""p1", "p2""#, r#""role": "db""#),
                 body("10.0.0.9", r#""p2""#, ""),
                 s(r#"{"state": "inactive", "name": "calia", "profile_ids": ["p3"]}"#),
+                s(
+                    r#"{"state": "active", "name": "calia", "profile_ids": ["p1"], "ipv4_nets": ["10.0.0.1/32"], "ipv4_nat": [{"int_ip": "10.0.0.1", "ext_ip": "10.2.0.1"}]}"#,
+                ),
+                s(
+                    r#"{"state": "active", "name": "calia", "profile_ids": ["p1"], "ipv4_nets": ["10.0.0.1/32"], "ipv4_nat": [{"int_ip": "10.0.0.1", "ext_ip": "10.2.0.2"}], "ipv6_nets": ["fd00::1/128"], "ipv6_nat": [{"int_ip": "fd00::1", "ext_ip": "fd02::1"}]}"#,
+                ),
                 s("not json"),
                 None,
             ],
@@ -280,6 +286,76 @@ fn routes_go_to_active_local_workloads_only() {
         Some(r#"{"state": "inactive", "name": "cali10001", "ipv4_nets": ["10.0.0.1/32"]}"#),
     );
     assert_eq!(calc.state().routes().len(), 1);
+}
+
+/// An endpoint's NAT mappings are in its program, each `ext_ip` is routed through its
+/// interface, and a changed or removed mapping changes the endpoint and its routes.
+#[test]
+fn nat_mappings_are_programmed_and_routed() {
+    use std::net::IpAddr;
+
+    let key = "/calico/v1/host/h1/workload/k8s/ns.a/endpoint/eth0";
+    let Ok(Key::WorkloadEndpoint(id)) = Key::parse(key) else {
+        panic!("a workload endpoint key");
+    };
+    let endpoint = EndpointKey::Workload(id);
+    let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+    let mut calc = Calculator::new(HOST);
+    calc.apply(
+        key,
+        Some(
+            r#"{"state": "active", "name": "calia", "ipv4_nets": ["10.0.0.1/32"], "ipv4_nat": [{"int_ip": "10.0.0.1", "ext_ip": "10.2.0.1"}], "ipv6_nets": ["fd00::1/128"], "ipv6_nat": [{"int_ip": "fd00::1", "ext_ip": "fd02::1"}]}"#,
+        ),
+    );
+    calc.take_changes();
+    assert_eq!(
+        calc.state().endpoints[&endpoint].nat,
+        [
+            (ip("10.0.0.1"), ip("10.2.0.1")),
+            (ip("fd00::1"), ip("fd02::1"))
+        ]
+    );
+    let routes = |calc: &Calculator| -> Vec<(String, String)> {
+        calc.state()
+            .routes()
+            .into_iter()
+            .map(|(net, iface)| (net.to_string(), iface.to_owned()))
+            .collect()
+    };
+    let route = |net: &str| (net.to_owned(), "calia".to_owned());
+    assert_eq!(
+        routes(&calc),
+        [
+            route("10.0.0.1/32"),
+            route("10.2.0.1/32"),
+            route("fd00::1/128"),
+            route("fd02::1/128")
+        ]
+    );
+    // The mapping goes: the endpoint changed, and the ext_ips' routes are gone.
+    calc.apply(
+        key,
+        Some(r#"{"state": "active", "name": "calia", "ipv4_nets": ["10.0.0.1/32"], "ipv6_nets": ["fd00::1/128"]}"#),
+    );
+    assert!(calc.take_changes().endpoints.contains(&endpoint));
+    assert!(calc.state().endpoints[&endpoint].nat.is_empty());
+    assert_eq!(routes(&calc), [route("10.0.0.1/32"), route("fd00::1/128")]);
+}
+
+/// The model refuses a mapping whose int_ip is not one of the endpoint's nets: the endpoint is
+/// invalid (logged at WARNING with its key and the reason) and treated as missing.
+#[test]
+fn a_nat_mapping_to_a_foreign_address_makes_the_endpoint_invalid() {
+    let key = "/calico/v1/host/h1/workload/k8s/ns.a/endpoint/eth0";
+    let mut calc = Calculator::new(HOST);
+    calc.apply(
+        key,
+        Some(
+            r#"{"state": "active", "name": "calia", "ipv4_nets": ["10.0.0.1/32"], "ipv4_nat": [{"int_ip": "10.0.0.7", "ext_ip": "10.2.0.1"}]}"#,
+        ),
+    );
+    assert!(calc.state().endpoints.is_empty());
+    assert!(calc.state().routes().is_empty());
 }
 
 /// A host endpoint given only by expected addresses applies to the interface that holds one,

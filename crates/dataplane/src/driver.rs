@@ -85,7 +85,7 @@ impl Dataplane {
             let filter = plane.filter.render_all(state);
             let tables = [
                 ("filter", filter),
-                ("nat", render_nat(&self.config, version)),
+                ("nat", render_nat(state, &self.config, version)),
                 ("raw", render_raw(state, &self.config, version)),
             ];
             for (table, text) in tables {
@@ -133,6 +133,12 @@ impl Dataplane {
                 let raw = render_raw(state, &self.config, version);
                 self.iptables.restore(family, &raw)?;
                 delete_undeclared(&self.iptables, family, "raw", &raw)?;
+            }
+            // The nat table holds the endpoints' NAT mappings: rendered whole, like raw.
+            if !changes.endpoints.is_empty() {
+                let nat = render_nat(state, &self.config, version);
+                self.iptables.restore(family, &nat)?;
+                delete_undeclared(&self.iptables, family, "nat", &nat)?;
             }
             self.ipset.restore(&render_ipset_updates(
                 state,

@@ -1,5 +1,5 @@
-//! What workloads need from the kernel besides the firewall: a route to each address through
-//! the workload's interface, a static ARP/NDP entry for its MAC, the interface settings that
+//! What workloads need from the kernel besides the firewall: a route to each address (and to
+//! each `ext_ip` of its NAT mappings) through the workload's interface, a static ARP/NDP entry for its MAC, the interface settings that
 //! make the host answer for the workload's gateway (proxy ARP) and forward its packets, and
 //! forgetting the connections of addresses that went away.
 //!
@@ -123,6 +123,9 @@ impl Routing {
             .collect();
 
         let mut routes = BTreeSet::new();
+        // NAT mappings' ext_ips, routed through the workload (the first mapping wins) unless
+        // they are a local workload's own address.
+        let mut external: BTreeMap<IpNet, u32> = BTreeMap::new();
         let mut neighbours = BTreeSet::new();
         let mut addresses = BTreeSet::new();
         for (key, program) in &state.endpoints {
@@ -130,6 +133,8 @@ impl Routing {
                 continue;
             }
             addresses.extend(program.addresses.iter().copied());
+            // A mapping that goes takes the connections through it with it.
+            addresses.extend(program.nat.iter().map(|(_, ext)| *ext));
             let Some(link) = program.interface.as_deref().and_then(|i| by_name.get(i)) else {
                 continue;
             };
@@ -140,6 +145,9 @@ impl Routing {
             // A route through a link that is down is refused; its "up" event brings us back.
             if !program.active || !link.up {
                 continue;
+            }
+            for (_, ext) in &program.nat {
+                external.entry(IpNet::from(*ext)).or_insert(link.index);
             }
             for &ip in &program.addresses {
                 routes.insert(Route {
@@ -153,6 +161,15 @@ impl Routing {
                         ifindex: link.index,
                     });
                 }
+            }
+        }
+        let own: BTreeSet<IpNet> = routes.iter().map(|r: &Route| r.destination).collect();
+        for (destination, ifindex) in external {
+            if !own.contains(&destination) {
+                routes.insert(Route {
+                    destination,
+                    ifindex,
+                });
             }
         }
         self.configured.retain(|name, index| {

@@ -91,8 +91,8 @@ fn fresh_snapshot(calc: &Calculator) -> String {
     let repairs = dataplane.sync(calc.state()).unwrap();
     assert_eq!(
         repairs.jumps.len(),
-        14,
-        "7 jumps per IP version on a fresh host"
+        16,
+        "8 jumps per IP version on a fresh host"
     );
     snapshot(&ns)
 }
@@ -182,4 +182,50 @@ fn metadata_path_comes_and_goes_with_the_configuration() {
         .sync(calc.state())
         .unwrap();
     assert_eq!(after, snapshot(&fresh));
+}
+
+/// A workload's NAT mapping is programmed by a sync and by an incremental apply (with the
+/// nat table's `OUTPUT` jump), and a removed mapping leaves no rule behind: the kernel then
+/// holds exactly what a fresh sync of the same state leaves.
+#[test]
+fn nat_mappings_come_and_go_with_the_endpoint() {
+    let mut calc = calculator();
+    let ns = NetNs::new("calico-fip");
+    let mut dataplane = Dataplane::new(Netns::named(ns.name()), RenderConfig::default());
+    dataplane.sync(calc.state()).unwrap();
+    let before = snapshot(&ns);
+    assert!(before.contains("-A OUTPUT -j cali-OUTPUT"), "{before}");
+    assert!(!before.contains("10.9.0.1"), "{before}");
+
+    let natted = r#"{"state": "active", "name": "caliweb", "profile_ids": ["web"], "ipv4_nets": ["10.0.0.1/32"], "ipv6_nets": ["fd00::1/128"], "ipv4_nat": [{"int_ip": "10.0.0.1", "ext_ip": "10.9.0.1"}], "ipv6_nat": [{"int_ip": "fd00::1", "ext_ip": "fd00::901"}], "labels": {"role": "web"}}"#;
+    calc.apply(WEB, Some(natted));
+    let changes = calc.take_changes();
+    dataplane.apply(calc.state(), &changes).unwrap();
+    let applied = snapshot(&ns);
+    for rule in [
+        "-A cali-fip-dnat -d 10.9.0.1/32 -j DNAT --to-destination 10.0.0.1",
+        "-A cali-fip-snat -s 10.0.0.1/32 -d 10.0.0.1/32 -j SNAT --to-source 10.9.0.1",
+        "-A cali-fip-dnat -d fd00::901/128 -j DNAT --to-destination fd00::1",
+        "-A cali-fip-snat -s fd00::1/128 -d fd00::1/128 -j SNAT --to-source fd00::901",
+    ] {
+        assert!(applied.contains(rule), "{rule} in {applied}");
+    }
+    assert_eq!(applied, fresh_snapshot(&calc));
+
+    // The mapping goes (the endpoint stays): nothing of it is left.
+    calc.apply(
+        WEB,
+        Some(r#"{"state": "active", "name": "caliweb", "profile_ids": ["web"], "ipv4_nets": ["10.0.0.1/32"], "labels": {"role": "web"}}"#),
+    );
+    let changes = calc.take_changes();
+    dataplane.apply(calc.state(), &changes).unwrap();
+    let removed = snapshot(&ns);
+    assert!(!removed.contains("10.9.0.1"), "{removed}");
+    assert!(!removed.contains("fd00::901"), "{removed}");
+    assert!(
+        !removed.contains("-j DNAT --to-destination 10.0.0.1"),
+        "{removed}"
+    );
+    assert_eq!(removed, fresh_snapshot(&calc));
+    assert!(dataplane.sync(calc.state()).unwrap().is_empty());
 }

@@ -13,7 +13,7 @@ fn calculator() -> Calculator {
     let updates = [
         (
             "/calico/v1/host/h1/workload/k8s/ns.web/endpoint/eth0",
-            r#"{"state": "active", "name": "caliweb", "profile_ids": ["web"], "ipv4_nets": ["10.0.0.1/32"], "ipv6_nets": ["fd00::1/128"], "labels": {"role": "web"}}"#,
+            r#"{"state": "active", "name": "caliweb", "profile_ids": ["web"], "ipv4_nets": ["10.0.0.1/32"], "ipv6_nets": ["fd00::1/128"], "ipv4_nat": [{"int_ip": "10.0.0.1", "ext_ip": "10.1.0.1"}], "ipv6_nat": [{"int_ip": "fd00::1", "ext_ip": "fd00::101"}], "labels": {"role": "web"}}"#,
         ),
         (
             "/calico/v1/host/h1/workload/k8s/ns.db/endpoint/eth0",
@@ -83,7 +83,11 @@ fn iptables_restore_and_ipset_restore_accept_the_rendered_text() {
             &["restore"],
             &render_pool_ipsets(calc.state(), version),
         );
-        ns.run_ok(restore, &["--noflush"], &render_nat(&config, version));
+        ns.run_ok(
+            restore,
+            &["--noflush"],
+            &render_nat(calc.state(), &config, version),
+        );
         ns.run_ok(
             restore,
             &["--noflush"],
@@ -106,6 +110,20 @@ fn iptables_restore_and_ipset_restore_accept_the_rendered_text() {
             version == IpVersion::V4,
             "{nat}"
         );
+        // The NAT mapping, as the kernel reports it back.
+        let (int, ext, len) = match version {
+            IpVersion::V4 => ("10.0.0.1", "10.1.0.1", 32),
+            IpVersion::V6 => ("fd00::1", "fd00::101", 128),
+        };
+        for rule in [
+            format!("-A cali-fip-dnat -d {ext}/{len} -j DNAT --to-destination {int}"),
+            format!("-A cali-fip-snat -s {int}/{len} -d {int}/{len} -j SNAT --to-source {ext}"),
+            "-A cali-PREROUTING -j cali-fip-dnat".to_owned(),
+            "-A cali-OUTPUT -j cali-fip-dnat".to_owned(),
+            "-A cali-POSTROUTING -j cali-fip-snat".to_owned(),
+        ] {
+            assert!(nat.contains(&rule), "{rule} in {nat}");
+        }
         let filter = render_filter(calc.state(), &config, version);
         ns.run_ok(restore, &["--noflush"], &filter);
         // Loading it again (what a resync does) works too, and leaves the same rules.

@@ -102,7 +102,7 @@ fn seed_examples_nat_and_pool_sets() {
     let text = format!(
         "{}{}",
         calico_dataplane::render_pool_ipsets(calc.state(), IpVersion::V4),
-        calico_dataplane::render_nat(&RenderConfig::default(), IpVersion::V4)
+        calico_dataplane::render_nat(calc.state(), &RenderConfig::default(), IpVersion::V4)
     );
     insta::assert_snapshot!(text);
 }
@@ -127,17 +127,22 @@ fn metadata_path_and_bootstrap_whitelist_with_metadata_addr() {
         metadata: Some("10.0.0.5:9697".parse().unwrap()),
         ..RenderConfig::default()
     };
-    let nat4 = calico_dataplane::render_nat(&config, IpVersion::V4);
+    let nat4 = calico_dataplane::render_nat(calc.state(), &config, IpVersion::V4);
     assert_eq!(
         chain_rules(&nat4, "cali-PREROUTING"),
         [
             "-i tap+ -d 169.254.169.254/32 -p tcp -m tcp --dport 80 -m comment --comment metadata \
-          -j DNAT --to-destination 10.0.0.5:9697"
+          -j DNAT --to-destination 10.0.0.5:9697",
+            "-j cali-fip-dnat"
         ]
     );
-    let nat6 = calico_dataplane::render_nat(&config, IpVersion::V6);
+    let nat6 = calico_dataplane::render_nat(calc.state(), &config, IpVersion::V6);
     assert!(nat6.contains(":cali-PREROUTING - [0:0]"), "{nat6}");
-    assert!(chain_rules(&nat6, "cali-PREROUTING").is_empty(), "{nat6}");
+    assert_eq!(
+        chain_rules(&nat6, "cali-PREROUTING"),
+        ["-j cali-fip-dnat"],
+        "{nat6}"
+    );
 
     let input4 = render_filter(calc.state(), &config, IpVersion::V4);
     insta::assert_snapshot!(
@@ -174,11 +179,16 @@ fn no_metadata_path_without_metadata_addr() {
         ..RenderConfig::default()
     };
     for version in [IpVersion::V4, IpVersion::V6] {
-        let nat = calico_dataplane::render_nat(&config, version);
+        let nat = calico_dataplane::render_nat(calc.state(), &config, version);
         assert!(nat.contains(":cali-PREROUTING - [0:0]"), "{nat}");
-        assert!(chain_rules(&nat, "cali-PREROUTING").is_empty(), "{nat}");
-        assert!(!nat.contains("DNAT"), "{nat}");
-        assert_eq!(chain_rules(&nat, "cali-POSTROUTING").len(), 1, "{nat}");
+        assert_eq!(
+            chain_rules(&nat, "cali-PREROUTING"),
+            ["-j cali-fip-dnat"],
+            "{nat}"
+        );
+        assert!(!nat.contains("169.254.169.254"), "{nat}");
+        assert!(!nat.contains("8775"), "{nat}");
+        assert_eq!(chain_rules(&nat, "cali-POSTROUTING").len(), 2, "{nat}");
     }
     let with = render_filter(calc.state(), &RenderConfig::default(), IpVersion::V4);
     let without = render_filter(calc.state(), &config, IpVersion::V4);
@@ -209,6 +219,79 @@ fn no_metadata_path_without_metadata_addr() {
         render_filter(calc.state(), &config, IpVersion::V6),
         "IPv6 has no metadata path either way"
     );
+}
+
+const NATTED: &str = "/calico/v1/host/my-host/workload/k8s/ns.natted/endpoint/eth0";
+
+/// 1:1 NAT (`ipv4_nat` / `ipv6_nat`): each mapping of an active local workload is a DNAT of
+/// its `ext_ip` (from `cali-PREROUTING` and the host's own `cali-OUTPUT`) and a hairpin SNAT
+/// (from `cali-POSTROUTING`, before the masquerade rule), in each IP version's table; an
+/// inactive endpoint's or another host's mappings are not rendered, and a removed mapping
+/// leaves no rule.
+#[test]
+fn nat_mappings_in_the_nat_table() {
+    let natted = r#"{"state": "active", "name": "calinat", "profile_ids": [], "ipv4_nets": ["10.65.9.1/32", "10.65.9.2/32"], "ipv4_nat": [{"int_ip": "10.65.9.1", "ext_ip": "10.67.0.1"}, {"int_ip": "10.65.9.2", "ext_ip": "10.67.0.2"}], "ipv6_nets": ["fd00:65::9/128"], "ipv6_nat": [{"int_ip": "fd00:65::9", "ext_ip": "fd00:67::9"}]}"#;
+    let inactive = r#"{"state": "inactive", "name": "calioff", "profile_ids": [], "ipv4_nets": ["10.65.9.3/32"], "ipv4_nat": [{"int_ip": "10.65.9.3", "ext_ip": "10.67.0.3"}]}"#;
+    let elsewhere = r#"{"state": "active", "name": "califar", "profile_ids": [], "ipv4_nets": ["10.65.9.4/32"], "ipv4_nat": [{"int_ip": "10.65.9.4", "ext_ip": "10.67.0.4"}]}"#;
+    let mut calc = cluster(
+        "my-host",
+        &[
+            (NATTED, natted),
+            (
+                "/calico/v1/host/my-host/workload/k8s/ns.off/endpoint/eth0",
+                inactive,
+            ),
+            (
+                "/calico/v1/host/other/workload/k8s/ns.far/endpoint/eth0",
+                elsewhere,
+            ),
+        ],
+    );
+    let config = RenderConfig::default();
+    let nat4 = calico_dataplane::render_nat(calc.state(), &config, IpVersion::V4);
+    let nat6 = calico_dataplane::render_nat(calc.state(), &config, IpVersion::V6);
+    insta::assert_snapshot!("nat_mappings_v4", nat4);
+    insta::assert_snapshot!("nat_mappings_v6", nat6);
+    for nat in [&nat4, &nat6] {
+        assert_eq!(chain_rules(nat, "cali-OUTPUT"), ["-j cali-fip-dnat"]);
+        assert_eq!(
+            chain_rules(nat, "cali-POSTROUTING")[0],
+            "-j cali-fip-snat",
+            "the hairpin SNAT comes before the masquerade rule"
+        );
+        assert!(
+            !nat.contains("10.67.0.3") && !nat.contains("10.67.0.4"),
+            "{nat}"
+        );
+    }
+    assert!(
+        chain_rules(&nat4, "cali-fip-dnat")
+            .contains(&"-d 10.67.0.1/32 -j DNAT --to-destination 10.65.9.1")
+    );
+    assert!(
+        chain_rules(&nat4, "cali-fip-snat")
+            .contains(&"-s 10.65.9.1/32 -d 10.65.9.1/32 -j SNAT --to-source 10.67.0.1")
+    );
+    assert!(!nat4.contains("fd00"), "{nat4}");
+    assert_eq!(
+        chain_rules(&nat6, "cali-fip-dnat"),
+        ["-d fd00:67::9/128 -j DNAT --to-destination fd00:65::9"]
+    );
+    assert_eq!(
+        chain_rules(&nat6, "cali-fip-snat"),
+        ["-s fd00:65::9/128 -d fd00:65::9/128 -j SNAT --to-source fd00:67::9"]
+    );
+
+    // The mappings go: no rule mentions them, the chains stay (empty).
+    calc.apply(
+        NATTED,
+        Some(r#"{"state": "active", "name": "calinat", "profile_ids": [], "ipv4_nets": ["10.65.9.1/32", "10.65.9.2/32"], "ipv6_nets": ["fd00:65::9/128"]}"#),
+    );
+    for version in [IpVersion::V4, IpVersion::V6] {
+        let nat = calico_dataplane::render_nat(calc.state(), &config, version);
+        assert!(!nat.contains("10.67.") && !nat.contains("fd00:67"), "{nat}");
+        assert!(nat.contains(":cali-fip-dnat - [0:0]"), "{nat}");
+    }
 }
 
 #[test]

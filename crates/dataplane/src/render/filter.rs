@@ -193,12 +193,13 @@ pub(super) fn restore_text(table: &str, chains: &[&Chain], removed: &[&str]) -> 
 }
 
 /// The jumps the kernel chains need (table, kernel chain, our chain), inserted first.
-pub fn kernel_jumps() -> [(&'static str, &'static str, &'static str); 7] {
+pub fn kernel_jumps() -> [(&'static str, &'static str, &'static str); 8] {
     [
         ("filter", "INPUT", "cali-INPUT"),
         ("filter", "FORWARD", "cali-FORWARD"),
         ("filter", "OUTPUT", "cali-OUTPUT"),
         ("nat", "PREROUTING", "cali-PREROUTING"),
+        ("nat", "OUTPUT", "cali-OUTPUT"),
         ("nat", "POSTROUTING", "cali-POSTROUTING"),
         ("raw", "PREROUTING", "cali-PREROUTING"),
         ("raw", "OUTPUT", "cali-OUTPUT"),

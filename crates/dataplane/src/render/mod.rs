@@ -15,8 +15,10 @@
 //! | `cali-ri-<hash>`, `cali-ro-<hash>` | a profile's inbound / outbound rules |
 //! | `cali4-<id>`, `cali6-<id>` | the IP set of a selector or tag (`<id>` from `IpSetSource::id`) |
 //! | `cali-PREROUTING`, `cali-OUTPUT` (raw) | untracked policies of host endpoints: `cali-raw-hep-in/out` dispatch to `cali-ui-<iface>` / `cali-ue-<iface>` |
-//! | `cali-PREROUTING` (nat) | the metadata path: workloads' TCP to 169.254.169.254:80 DNATed to `MetadataAddr:MetadataPort` |
-//! | `cali-POSTROUTING` (nat) | masquerade from masquerading pools to outside all pools |
+//! | `cali-PREROUTING` (nat) | the metadata path: workloads' TCP to 169.254.169.254:80 DNATed to `MetadataAddr:MetadataPort`; then `cali-fip-dnat` |
+//! | `cali-OUTPUT` (nat) | the host's own connections: `cali-fip-dnat` |
+//! | `cali-POSTROUTING` (nat) | `cali-fip-snat`, then masquerade from masquerading pools to outside all pools |
+//! | `cali-fip-dnat`, `cali-fip-snat` (nat) | workloads' 1:1 NAT mappings: `ext_ip` DNATed to `int_ip`; an endpoint's connection to its own `ext_ip` SNATed to come from it |
 //! | `cali4-all-pools`, `cali4-masq-pools` | every pool's CIDR; the masquerading pools' CIDRs |
 
 pub mod config;

@@ -2,10 +2,15 @@
 //! the host's address (`masquerade: true` on a pool). Two `hash:net` sets hold the pools; one
 //! rule in `cali-POSTROUTING` does the rest. And the metadata path: workloads' TCP to
 //! 169.254.169.254:80 goes to `MetadataAddr:MetadataPort` (one DNAT rule in `cali-PREROUTING`).
+//! And workloads' 1:1 NAT mappings (`ipv4_nat` / `ipv6_nat`): `cali-fip-dnat` and
+//! `cali-fip-snat`.
 
 use std::fmt::Write;
 
-use calico_calc::DesiredState;
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use calico_calc::{DesiredState, EndpointKey};
 use ipnet::IpNet;
 
 use super::IpVersion;
@@ -55,17 +60,29 @@ fn is_version(cidr: &IpNet, version: IpVersion) -> bool {
 }
 
 /// The nat table for one IP version, as `iptables-restore --noflush` input. The kernel's
-/// PREROUTING and POSTROUTING chains need jumps to `cali-PREROUTING` and `cali-POSTROUTING`
-/// (see `kernel_jumps`).
+/// PREROUTING, OUTPUT and POSTROUTING chains need jumps to `cali-PREROUTING`, `cali-OUTPUT` and
+/// `cali-POSTROUTING` (see `kernel_jumps`). Rendered whole, from the configuration and the
+/// local endpoints' NAT mappings; every chain is always declared, so that the kernel's jumps
+/// always have a target and a rule from an earlier state is flushed.
 ///
 /// `cali-PREROUTING` holds the metadata path: a workload's TCP to 169.254.169.254:80 (only from
-/// workload interfaces) is DNATed to `MetadataAddr:MetadataPort`. It is IPv4 only, and empty
-/// with `MetadataAddr=None`; the chain is always declared, so that the kernel's jump always has
-/// a target and a rule from an earlier configuration is flushed.
-pub fn render_nat(config: &RenderConfig, version: IpVersion) -> String {
+/// workload interfaces) is DNATed to `MetadataAddr:MetadataPort`. It is IPv4 only, and absent
+/// with `MetadataAddr=None`.
+///
+/// The 1:1 NAT mappings (`ipv4_nat` / `ipv6_nat`) of active local workloads: `cali-fip-dnat`
+/// (from `cali-PREROUTING`, for forwarded traffic, and `cali-OUTPUT`, for the host's own)
+/// DNATs connections to each `ext_ip` to its `int_ip`; `cali-fip-snat` (from
+/// `cali-POSTROUTING`, before the masquerade rule) SNATs to `ext_ip` an endpoint's connection
+/// to its own `ext_ip` (hairpin: after DNAT it goes back to the endpoint, from `int_ip` to
+/// `int_ip`). Other connections from `int_ip` keep their source. An `ext_ip` mapped twice goes
+/// to the first mapping (by endpoint key).
+pub fn render_nat(state: &DesiredState, config: &RenderConfig, version: IpVersion) -> String {
     let masq = masquerade_pools_set(version);
     let all = all_pools_set(version);
-    let mut out = String::from("*nat\n:cali-PREROUTING - [0:0]\n:cali-POSTROUTING - [0:0]\n");
+    let mut out = String::from(
+        "*nat\n:cali-PREROUTING - [0:0]\n:cali-OUTPUT - [0:0]\n:cali-POSTROUTING - [0:0]\n\
+         :cali-fip-dnat - [0:0]\n:cali-fip-snat - [0:0]\n",
+    );
     if let (IpVersion::V4, Some(to)) = (version, config.metadata) {
         writeln!(
             out,
@@ -77,12 +94,46 @@ pub fn render_nat(config: &RenderConfig, version: IpVersion) -> String {
         )
         .unwrap();
     }
+    out.push_str("-A cali-PREROUTING -j cali-fip-dnat\n");
+    out.push_str("-A cali-OUTPUT -j cali-fip-dnat\n");
+    out.push_str("-A cali-POSTROUTING -j cali-fip-snat\n");
     writeln!(
         out,
         "-A cali-POSTROUTING -m comment --comment \"masquerade pools\" \
          -m set --match-set {masq} src -m set ! --match-set {all} dst -j MASQUERADE"
     )
     .unwrap();
+    let mut mapped = BTreeSet::new();
+    for (int, ext) in nat_mappings(state, version) {
+        if !mapped.insert(ext) {
+            continue;
+        }
+        let (int_net, ext_net) = (IpNet::from(int), IpNet::from(ext));
+        writeln!(
+            out,
+            "-A cali-fip-dnat -d {ext_net} -j DNAT --to-destination {int}"
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "-A cali-fip-snat -s {int_net} -d {int_net} -j SNAT --to-source {ext}"
+        )
+        .unwrap();
+    }
     out.push_str("COMMIT\n");
     out
+}
+
+/// The NAT mappings `(int_ip, ext_ip)` of the active local workloads, of one IP version, in
+/// endpoint-key order.
+fn nat_mappings(
+    state: &DesiredState,
+    version: IpVersion,
+) -> impl Iterator<Item = (IpAddr, IpAddr)> {
+    state
+        .endpoints
+        .iter()
+        .filter(|(key, program)| matches!(key, EndpointKey::Workload(_)) && program.active)
+        .flat_map(|(_, program)| program.nat.iter().copied())
+        .filter(move |(int, ext)| version.matches(int) && version.matches(ext))
 }
