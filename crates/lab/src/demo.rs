@@ -103,6 +103,7 @@ pub async fn run(name: &str) -> anyhow::Result<()> {
 
     host::host_endpoint(&lab).await?;
     host::masquerade(&lab).await?;
+    host::one_to_one_nat(&lab).await?;
 
     let cmd = if name == "calico-lab" {
         "calico-lab".to_owned()

@@ -1,6 +1,7 @@
-//! The demo's last two steps, about the hosts themselves: a host endpoint on host1's fabric
-//! interface with its failsafe ports, and outgoing NAT for a pool (`masquerade`). Shown with
-//! real connections to echo servers started in host1's and the fabric's namespaces.
+//! The demo's last steps, about the hosts themselves: a host endpoint on host1's fabric
+//! interface with its failsafe ports, outgoing NAT for a pool (`masquerade`), and 1:1 NAT of a
+//! workload (`ipv4_nat`). Shown with real connections to echo servers started in host1's and the
+//! fabric's namespaces, and to the workloads.
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::unix::process::CommandExt;
@@ -27,6 +28,9 @@ const HEP_VALUE: &str = r#"{"expected_ipv4_addrs": ["10.99.0.11"], "profile_ids"
 const POOL: &str = "/calico/v1/ipam/v4/pool/10.65.0.0-16";
 const POOL_PLAIN: &str = r#"{"cidr": "10.65.0.0/16"}"#;
 const POOL_MASQUERADE: &str = r#"{"cidr": "10.65.0.0/16", "masquerade": true}"#;
+const EXT_POOL: &str = "/calico/v1/ipam/v4/pool/10.67.0.0-16";
+const EXT_POOL_VALUE: &str = r#"{"cidr": "10.67.0.0/16", "disabled": true}"#;
+const EXT_IP: &str = "10.67.0.30";
 /// The port of the server on the fabric (etcd's 2379 is the only other listener there).
 const FABRIC_PORT: u16 = 8080;
 
@@ -185,6 +189,58 @@ pub(super) async fn masquerade(lab: &Lab) -> anyhow::Result<()> {
     );
     println!(
         "  Masquerade stays on (etcdctl put {POOL} '{POOL_PLAIN}' turns it off), and so does the fabric's echo server."
+    );
+    Ok(())
+}
+
+/// 1:1 NAT: web (on host1) gets an external address from a disabled pool (so IPAM never hands
+/// it out and BIRD exports its route); client, on host2, connects to it. The mapping stays.
+pub(super) async fn one_to_one_nat(lab: &Lab) -> anyhow::Result<()> {
+    let store = connect(lab).await?;
+    let web = lab.workload("web")?;
+    let (internal, external): (IpAddr, IpAddr) = (web.ips[0], EXT_IP.parse()?);
+    say(&format!(
+        "1:1 NAT (ipv4_nat). The external address {external} comes from a disabled pool (IPAM never hands it out; BIRD exports the route to it); web ({internal} on host1) gets it. Connections to {external} reach web; web's own connections keep their source:"
+    ));
+    put(&store, EXT_POOL, EXT_POOL_VALUE).await?;
+    let endpoint = store
+        .get(&web.key)
+        .await?
+        .with_context(|| format!("no endpoint at {}", web.key))?;
+    let mut json: serde_json::Value = serde_json::from_str(&endpoint.value)?;
+    json["ipv4_nat"] = serde_json::json!([{"int_ip": internal, "ext_ip": external}]);
+    put(&store, &web.key, &json.to_string()).await?;
+    settle(lab).await?;
+    let host2 = lab.host("host2")?.netns.clone();
+    let deadline = Deadline::after(Duration::from_secs(30));
+    let log = lab.log_path("node-host2");
+    let mut route = String::new();
+    ready::until(
+        deadline,
+        "host2 to learn the route to the external address",
+        &log,
+        async || {
+            route = sh::in_ns(&host2, "ip", &["route", "show", &external.to_string()])?;
+            Ok(match route.contains("via") {
+                true => Progress::Done,
+                false => Progress::Waiting(format!("host2 has {route:?}")),
+            })
+        },
+    )
+    .await?;
+    println!("  host2's route to it (learned over BGP): {}", route.trim());
+    show(
+        lab,
+        &[Probe {
+            what: format!("client (host2) -> web's external address {external}:80"),
+            from: From::Workload("client"),
+            to: Target::Tcp((external, 80).into()),
+            expect: Outcome::Ok,
+        }],
+    )
+    .await?;
+    println!(
+        "  The mapping stays (put web's endpoint back without \"ipv4_nat\" to remove it: its rules and routes go with it)."
     );
     Ok(())
 }
