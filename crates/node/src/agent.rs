@@ -2,6 +2,7 @@
 //! change (checked before it is used), and keep BIRD and Felix running.
 
 use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
 use crate::bird::Bird;
+use crate::vxlan::TunnelKeeper;
 
 /// How calico-node runs Felix.
 #[derive(Debug, Clone)]
@@ -27,6 +29,8 @@ pub struct FelixProcess {
 /// What the loop needs.
 pub struct Node {
     pub hostname: String,
+    /// The host's registered IPv4 address (the VXLAN tunnel endpoint's parent address).
+    pub ipv4: Option<Ipv4Addr>,
     pub store: Arc<dyn Datastore>,
     pub bird: Bird,
     pub felix: Option<FelixProcess>,
@@ -95,21 +99,38 @@ impl Supervised {
     }
 }
 
-/// The prefixes whose keys make up the BGP configuration of `host`.
+/// The prefixes whose keys make up the BGP configuration of `host`, and the host's VXLAN tunnel
+/// record.
 fn prefixes(host: &str) -> Vec<String> {
     vec![
         "/calico/bgp/v1/".to_owned(),
         "/calico/v1/config/bgp_".to_owned(),
         format!("/calico/v1/host/{host}/bgp_peer_"),
-        "/calico/v1/ipam/".to_owned(),
+        POOLS.to_owned(),
         format!("/calico/ipam/v2/host/{host}/"),
+        Key::VxlanTunnel {
+            hostname: host.to_owned(),
+        }
+        .to_string(),
     ]
+}
+
+/// The prefix of the pools (and the v1 IPAM configuration).
+const POOLS: &str = "/calico/v1/ipam/";
+
+/// Whether an event may change what the host's VXLAN tunnel record should be: the pools, the
+/// record itself (someone removed or changed it), or a watch coming into sync.
+fn touches_vxlan(prefix: &str, event: &WatchEvent) -> bool {
+    matches!(event, WatchEvent::InSync { .. })
+        || prefix == POOLS
+        || prefix.ends_with("/vxlan_tunnel")
 }
 
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Node")
             .field("hostname", &self.hostname)
+            .field("ipv4", &self.ipv4)
             .field("bird", &self.bird)
             .field("felix", &self.felix)
             .finish()
@@ -137,14 +158,22 @@ impl Node {
         let mut dirty = false;
         let mut bird = Supervised::new("bird");
         let mut felix = Supervised::new("calico-felix");
+        let mut tunnel = TunnelKeeper::new(
+            self.hostname.clone(),
+            self.ipv4,
+            calico_ipam::Ipam::new(self.store.clone()),
+        );
+        let mut vxlan_dirty = false;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut terminate =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         loop {
             tokio::select! {
                 Some((index, event)) = incoming.recv() => {
+                    vxlan_dirty |= touches_vxlan(&prefixes[index], &event);
                     dirty |= self.apply(&mut config, &mut synced, index, event);
                     while let Ok((index, event)) = incoming.try_recv() {
+                        vxlan_dirty |= touches_vxlan(&prefixes[index], &event);
                         dirty |= self.apply(&mut config, &mut synced, index, event);
                     }
                 }
@@ -155,6 +184,11 @@ impl Node {
             if dirty && synced.len() == prefixes.len() {
                 dirty = false;
                 self.render(&config, bird.child.is_some()).await;
+            }
+            // After a failure the tick retries, at most every `vxlan::RETRY_AFTER`.
+            if (vxlan_dirty || tunnel.retry_due()) && synced.len() == prefixes.len() {
+                vxlan_dirty = false;
+                tunnel.update(&config.pools).await;
             }
             self.supervise(&mut bird, &mut felix);
         }

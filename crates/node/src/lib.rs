@@ -7,7 +7,9 @@
 //! | `register` | the host's BGP addresses (given or detected) and AS number in etcd |
 //! | `bird` | checking (`bird -p`), installing and reloading (`birdc configure`) BIRD's configuration |
 //! | `agent` | the loop: watch, render, supervise |
+//! | `vxlan` | the host's VXLAN tunnel endpoint record and its IPAM address |
 
 pub mod agent;
 pub mod bird;
 pub mod register;
+pub mod vxlan;

@@ -109,6 +109,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create {}", args.run_dir.display()))?;
     let felix = felix_process(&args, &hostname, &endpoints)?;
     let node = Node {
+        ipv4: registration.ipv4,
         hostname,
         store,
         bird: Bird::in_dir(&args.run_dir, args.bird.clone(), args.birdc.clone()),

@@ -203,3 +203,161 @@ fn registers_supervises_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
     });
     drop(node);
 }
+
+/// Starts calico-node (without Felix) for `hostname` in `ns`, logging to `log`.
+fn start_node(
+    ns: &NetNs,
+    etcd: &EtcdServer,
+    hostname: &str,
+    run_dir: &Path,
+    log: &Path,
+) -> Running {
+    let log_file = std::fs::File::create(log).unwrap();
+    let child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns.name(),
+            env!("CARGO_BIN_EXE_calico-node"),
+        ])
+        .args(["--hostname", hostname, "--ip", "auto", "--felix", "none"])
+        .arg("--etcd-endpoints")
+        .arg(etcd.endpoint())
+        .arg("--run-dir")
+        .arg(run_dir)
+        .env("CALICO_NODE_LOG", "info,calico_node=debug")
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone().unwrap())
+        .stderr(log_file)
+        .spawn()
+        .unwrap();
+    Running { child }
+}
+
+/// Stops calico-node with SIGTERM and waits for it.
+fn stop_node(mut node: Running) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(node.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .ok();
+    let _ = node.child.wait();
+}
+
+fn log_contains(log: &Path, text: &str) -> Option<String> {
+    let log = std::fs::read_to_string(log).unwrap_or_default();
+    log.contains(text).then_some(log)
+}
+
+/// A key's modification revision.
+fn mod_revision(etcd: &EtcdServer, key: &str) -> Option<i64> {
+    let out = etcd.etcdctl(&["get", key, "-w", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    json["kvs"][0]["mod_revision"].as_i64()
+}
+
+/// The handle's record: block → count.
+fn handle_blocks(etcd: &EtcdServer, handle: &str) -> Option<serde_json::Value> {
+    let text = get(etcd, &format!("/calico/ipam/v2/handle/{handle}"))?;
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    Some(json["block"].clone())
+}
+
+#[test]
+fn writes_the_vxlan_tunnel_endpoint_when_a_pool_has_vxlan_and_keeps_its_address() {
+    use calico_model::tunnel::VxlanTunnel;
+    use ipnet::{IpNet, Ipv4Net};
+    use std::net::IpAddr;
+
+    for tool in ["bird", "birdc", "ip"] {
+        require_tool(tool);
+    }
+    let host = NetNs::new("node-vxlan");
+    host.run_ok(
+        "ip",
+        &[
+            "link", "add", "eth0", "type", "veth", "peer", "name", "peer0",
+        ],
+        "",
+    );
+    host.run_ok("ip", &["addr", "add", "10.97.0.5/24", "dev", "eth0"], "");
+    host.run_ok("ip", &["link", "set", "eth0", "up"], "");
+    host.run_ok("ip", &["link", "set", "peer0", "up"], "");
+    host.run_ok("ip", &["route", "add", "default", "via", "10.97.0.1"], "");
+    let etcd = EtcdServer::start_in_netns(host.name());
+    // A pool without VXLAN: no record, no address.
+    let plain = r#"{"cidr": "10.66.0.0/16"}"#;
+    assert!(
+        etcd.etcdctl(&["put", "/calico/v1/ipam/v4/pool/10.66.0.0-16", plain])
+            .status
+            .success()
+    );
+    let name = "node-v";
+    let key = "/calico/v1/host/node-v/vxlan_tunnel";
+    let handle = "vxlan-tunnel-addr-node-v";
+    let run_dir = tempfile::tempdir().unwrap();
+    let log = run_dir.path().join("node.log");
+    let node = start_node(&host, &etcd, name, run_dir.path(), &log);
+    eventually("the pass without VXLAN", &log, || {
+        log_contains(&log, "no pool has VXLAN")
+    });
+    assert_eq!(get(&etcd, key), None);
+    assert_eq!(handle_blocks(&etcd, handle), None);
+
+    // A VXLAN pool: the record appears, with an address of that pool held by the handle.
+    let pool = r#"{"cidr": "10.65.0.0/16", "vxlan_mode": "always"}"#;
+    etcd.etcdctl(&["put", "/calico/v1/ipam/v4/pool/10.65.0.0-16", pool]);
+    let text = eventually("the VXLAN tunnel record", &log, || get(&etcd, key));
+    let tunnel: VxlanTunnel = calico_model::from_json(&text).unwrap();
+    let vxlan_pool: Ipv4Net = "10.65.0.0/16".parse().unwrap();
+    assert!(vxlan_pool.contains(&tunnel.address), "{text}");
+    assert_eq!(
+        tunnel.parent_address,
+        "10.97.0.5/24".parse().unwrap(),
+        "{text}"
+    );
+    assert_eq!(tunnel.mac, VxlanTunnel::mac_for(name), "{text}");
+    let held = |etcd: &EtcdServer| -> Vec<(IpNet, u64)> {
+        let blocks = handle_blocks(etcd, handle).unwrap_or_default();
+        blocks
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(cidr, n)| (cidr.parse().unwrap(), n.as_u64().unwrap()))
+            .collect()
+    };
+    let blocks = held(&etcd);
+    assert_eq!(blocks.len(), 1, "{blocks:?}");
+    assert!(
+        blocks[0].0.contains(&IpAddr::V4(tunnel.address)) && blocks[0].1 == 1,
+        "handle {handle} holds {blocks:?}, not {}",
+        tunnel.address
+    );
+    let revision = mod_revision(&etcd, key).unwrap();
+
+    // A restart leaves the record as it is: same address, not even rewritten.
+    stop_node(node);
+    let log = run_dir.path().join("node-2.log");
+    let node = start_node(&host, &etcd, name, run_dir.path(), &log);
+    eventually("the up-to-date pass", &log, || {
+        log_contains(&log, "the VXLAN tunnel endpoint is up to date")
+    });
+    assert_eq!(mod_revision(&etcd, key), Some(revision));
+    assert_eq!(held(&etcd), blocks);
+
+    // The record lost: it comes back with the handle's address, nothing more is assigned.
+    etcd.etcdctl(&["del", key]);
+    let again = eventually("the record rewritten", &log, || get(&etcd, key));
+    let again: VxlanTunnel = calico_model::from_json(&again).unwrap();
+    assert_eq!(again, tunnel);
+    assert_eq!(held(&etcd), blocks);
+
+    // No pool has VXLAN any more: the record goes and the address is released.
+    let never = r#"{"cidr": "10.65.0.0/16", "vxlan_mode": "never"}"#;
+    etcd.etcdctl(&["put", "/calico/v1/ipam/v4/pool/10.65.0.0-16", never]);
+    eventually("the record removed", &log, || {
+        (get(&etcd, key).is_none() && handle_blocks(&etcd, handle).is_none())
+            .then_some(String::new())
+    });
+    stop_node(node);
+}
