@@ -96,6 +96,17 @@ fn is_missing(error: &rtnetlink::Error) -> bool {
     matches!(error, rtnetlink::Error::NetlinkError(m) if matches!(-m.raw_code(), 2 | 3 | 19))
 }
 
+/// A deletion's outcome: an object that is already gone counts as deleted.
+fn deleted(
+    result: Result<(), rtnetlink::Error>,
+    operation: impl FnOnce() -> String,
+) -> Result<(), NetlinkError> {
+    match result {
+        Err(e) if !is_missing(&e) => Err(request_error(operation())(e)),
+        _ => Ok(()),
+    }
+}
+
 /// Runs `f` on a thread inside `netns` (or right here for the current namespace).
 pub fn in_netns<T: Send>(
     netns: &Netns,
@@ -227,13 +238,9 @@ impl Netlink {
     /// Deletes a route; one already gone is fine.
     pub async fn delete_route(&self, route: &Route) -> Result<(), NetlinkError> {
         let message = Netlink::route_message(route)?;
-        match self.handle.route().del(message).execute().await {
-            Err(e) if !is_missing(&e) => Err(request_error(format!(
-                "delete route {} dev #{}",
-                route.destination, route.ifindex
-            ))(e)),
-            _ => Ok(()),
-        }
+        deleted(self.handle.route().del(message).execute().await, || {
+            format!("delete route {} dev #{}", route.destination, route.ifindex)
+        })
     }
 
     /// `ip neigh replace <ip> lladdr <mac> dev <ifindex> nud permanent`.
@@ -266,13 +273,10 @@ impl Netlink {
                 IpAddr::V4(a) => NeighbourAddress::Inet(a),
                 IpAddr::V6(a) => NeighbourAddress::Inet6(a),
             }));
-        match self.handle.neighbours().del(message).execute().await {
-            Err(e) if !is_missing(&e) => Err(request_error(format!(
-                "delete neighbour {} dev #{}",
-                n.ip, n.ifindex
-            ))(e)),
-            _ => Ok(()),
-        }
+        deleted(
+            self.handle.neighbours().del(message).execute().await,
+            || format!("delete neighbour {} dev #{}", n.ip, n.ifindex),
+        )
     }
 
     /// Permanent neighbour entries with a link-layer address, IPv4 and IPv6.

@@ -16,7 +16,7 @@ use rtnetlink::packet_route::route::{
 };
 use rtnetlink::{LinkVxlan, RouteMessageBuilder};
 
-use super::{MAIN_TABLE, Netlink, NetlinkError, is_missing, link_of, request_error};
+use super::{MAIN_TABLE, Netlink, NetlinkError, deleted, is_missing, link_of, request_error};
 
 /// The routing protocol number of routes through a tunnel (`proto 81`): Felix's, but not
 /// learned by BIRD (which learns its workload routes, `proto 80`), so a host never announces
@@ -155,13 +155,15 @@ impl Netlink {
             .push(NeighbourAttribute::Destination(NeighbourAddress::Inet(
                 entry.destination,
             )));
-        match self.handle.neighbours().del(message).execute().await {
-            Err(e) if !is_missing(&e) => Err(request_error(format!(
-                "delete forwarding entry to {} dev #{}",
-                entry.destination, entry.ifindex
-            ))(e)),
-            _ => Ok(()),
-        }
+        deleted(
+            self.handle.neighbours().del(message).execute().await,
+            || {
+                format!(
+                    "delete forwarding entry to {} dev #{}",
+                    entry.destination, entry.ifindex
+                )
+            },
+        )
     }
 
     /// The routes through tunnels ([`TUNNEL_ROUTE_PROTOCOL`]) in the main table.
@@ -207,13 +209,9 @@ impl Netlink {
     /// Deletes a tunnel route; one already gone is fine.
     pub async fn delete_tunnel_route(&self, route: &TunnelRoute) -> Result<(), NetlinkError> {
         let message = Netlink::tunnel_route_message(route);
-        match self.handle.route().del(message).execute().await {
-            Err(e) if !is_missing(&e) => Err(request_error(format!(
-                "delete route {} via {}",
-                route.destination, route.gateway
-            ))(e)),
-            _ => Ok(()),
-        }
+        deleted(self.handle.route().del(message).execute().await, || {
+            format!("delete route {} via {}", route.destination, route.gateway)
+        })
     }
 }
 
