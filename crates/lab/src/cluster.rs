@@ -16,7 +16,8 @@ use crate::cni;
 use crate::ready::{self, Deadline};
 use crate::sh::{self, ip, ipl};
 use crate::state::{
-    ETCD_PORT, FABRIC_IP, FABRIC_IP6, Host, Lab, SERVED_PORTS, Workload, check_name,
+    ETCD_PORT, FABRIC_IP, Host, Lab, SERVED_PORTS, Workload, check_name, subnet_gateway,
+    subnet_gateway6,
 };
 
 /// What `up` needs beyond the lab's name.
@@ -33,6 +34,9 @@ pub struct UpOptions {
     pub route_reflectors: Vec<String>,
     /// How long to wait for every Felix to be in sync and every BGP session to be established.
     pub timeout: Duration,
+    /// Host subnets (1 to [`MAX_SUBNETS`]): with more than one, the fabric routes between
+    /// them and host N is on subnet `(N - 1) % subnets + 1`.
+    pub subnets: u32,
 }
 
 impl Default for UpOptions {
@@ -44,8 +48,17 @@ impl Default for UpOptions {
             no_mesh: false,
             route_reflectors: Vec::new(),
             timeout: ready::UP_LIMIT,
+            subnets: 1,
         }
     }
+}
+
+/// The most host subnets `up --subnets` makes.
+pub const MAX_SUBNETS: u32 = 8;
+
+/// The subnet (from 1) of host `n` (from 1): hosts alternate between the subnets.
+pub fn subnet_of(n: u32, subnets: u32) -> u32 {
+    (n - 1) % subnets.max(1) + 1
 }
 
 /// The route reflector cluster id the lab gives its reflectors.
@@ -67,6 +80,12 @@ pub async fn up(name: &str, options: &UpOptions) -> anyhow::Result<Lab> {
     check_name("lab name", name)?;
     if !(1..=50).contains(&options.hosts) {
         bail!("--hosts must be between 1 and 50, not {}", options.hosts);
+    }
+    if !(1..=MAX_SUBNETS).contains(&options.subnets) {
+        bail!(
+            "--subnets must be between 1 and {MAX_SUBNETS}, not {}",
+            options.subnets
+        );
     }
     sh::require(&[
         "ip", "etcd", "sysctl", "ping", "iptables", "ipset", "bird", "birdc",
@@ -92,6 +111,7 @@ pub async fn up(name: &str, options: &UpOptions) -> anyhow::Result<Lab> {
         workloads: Vec::new(),
         pids: Vec::new(),
         felix_env: options.felix_env.clone(),
+        subnets: options.subnets,
     };
     lab.save()?;
     match build(&mut lab, options, &felix).await {
@@ -108,15 +128,27 @@ pub async fn up(name: &str, options: &UpOptions) -> anyhow::Result<Lab> {
 async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Result<()> {
     let fabric = Lab::fabric_netns(&lab.name);
     add_netns(&fabric)?;
-    // No multicast snooping: IPv6 neighbour discovery must not wait for MLD reports.
-    ipl(&format!(
-        "-n {fabric} link add br0 type bridge mcast_snooping 0"
-    ))?;
-    ipl(&format!("-n {fabric} addr add {FABRIC_IP}/24 dev br0"))?;
-    ipl(&format!(
-        "-n {fabric} addr add {FABRIC_IP6}/64 dev br0 nodad"
-    ))?;
-    ipl(&format!("-n {fabric} link set br0 up"))?;
+    // One bridge per subnet: br0 (10.99.0.1/24) for subnet 1, br1 (10.99.1.1/24) for 2, ...
+    for subnet in 1..=options.subnets {
+        let bridge = format!("br{}", subnet - 1);
+        let (gateway, gateway6) = (subnet_gateway(subnet), subnet_gateway6(subnet));
+        // No multicast snooping: IPv6 neighbour discovery must not wait for MLD reports.
+        ipl(&format!(
+            "-n {fabric} link add {bridge} type bridge mcast_snooping 0"
+        ))?;
+        ipl(&format!("-n {fabric} addr add {gateway}/24 dev {bridge}"))?;
+        ipl(&format!(
+            "-n {fabric} addr add {gateway6}/64 dev {bridge} nodad"
+        ))?;
+        ipl(&format!("-n {fabric} link set {bridge} up"))?;
+    }
+    if options.subnets > 1 {
+        // The fabric is the router between the subnets: it routes the hosts' networks and
+        // nothing else (no route to any pool: unencapsulated workload traffic between
+        // subnets ends here).
+        sh::sysctl(&fabric, "net.ipv4.ip_forward=1")?;
+        sh::sysctl(&fabric, "net.ipv6.conf.all.forwarding=1")?;
+    }
 
     let etcd_url = Lab::fabric_endpoint();
     let peer = "http://127.0.0.1:2380";
@@ -191,7 +223,7 @@ async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Resu
     }
 
     for n in 1..=options.hosts {
-        let host = add_host(lab, n)?;
+        let host = add_host(lab, n, subnet_of(n, options.subnets))?;
         lab.hosts.push(host);
         lab.save()?;
     }
@@ -217,6 +249,12 @@ async fn settle(lab: &Lab, options: &UpOptions, store: &EtcdDatastore) -> anyhow
         with_log_tail(applied, lab, &format!("felix-{}", host.name))?;
     }
     for (host, peers) in lab.hosts.iter().zip(bgp_peers(&lab.hosts, options)) {
+        // Only sessions within a subnet: calico-node renders its mesh peers `direct`, and BIRD
+        // keeps a direct session to a peer on another subnet (behind the fabric's router) Idle.
+        let peers: Vec<&Host> = peers
+            .into_iter()
+            .filter(|peer| peer.subnet == host.subnet)
+            .collect();
         let established = ready::bgp_established(lab, host, &peers, deadline).await;
         with_log_tail(established, lab, &format!("node-{}", host.name))?;
     }
@@ -240,18 +278,24 @@ fn bgp_peers<'a>(hosts: &'a [Host], options: &UpOptions) -> Vec<Vec<&'a Host>> {
         .collect()
 }
 
-fn add_host(lab: &Lab, n: u32) -> anyhow::Result<Host> {
+/// Host `n` on subnet `subnet` (from 1): eth0 `10.99.<subnet - 1>.<10 + n>/24` and
+/// `fd00:99:<subnet - 1>::<10 + n>/64` on the fabric's bridge `br<subnet - 1>`, default routes
+/// through the fabric's address on that bridge.
+fn add_host(lab: &Lab, n: u32, subnet: u32) -> anyhow::Result<Host> {
     let name = format!("host{n}");
     let netns = format!("{}.{name}", lab.name);
     let fabric = Lab::fabric_netns(&lab.name);
-    let host_ip = std::net::Ipv4Addr::new(10, 99, 0, 10 + n as u8);
-    let host_ip6 = std::net::Ipv6Addr::new(0xfd00, 0x99, 0, 0, 0, 0, 0, 0x10 + n as u16);
+    let third = (subnet - 1) as u8;
+    let host_ip = std::net::Ipv4Addr::new(10, 99, third, 10 + n as u8);
+    let host_ip6 =
+        std::net::Ipv6Addr::new(0xfd00, 0x99, u16::from(third), 0, 0, 0, 0, 0x10 + n as u16);
+    let (gateway, gateway6) = (subnet_gateway(subnet), subnet_gateway6(subnet));
     add_netns(&netns)?;
     let port = format!("h{n}");
     ipl(&format!(
         "-n {netns} link add eth0 type veth peer name {port} netns {fabric}"
     ))?;
-    ipl(&format!("-n {fabric} link set {port} master br0 up"))?;
+    ipl(&format!("-n {fabric} link set {port} master br{third} up"))?;
     ipl(&format!("-n {netns} addr add {host_ip}/24 dev eth0"))?;
     ipl(&format!("-n {netns} addr add {host_ip6}/64 dev eth0 nodad"))?;
     ipl(&format!("-n {netns} link set eth0 up"))?;
@@ -262,7 +306,7 @@ fn add_host(lab: &Lab, n: u32) -> anyhow::Result<Host> {
         "add",
         "default",
         "via",
-        &FABRIC_IP.to_string(),
+        &gateway.to_string(),
     ])?;
     ip(&[
         "-n",
@@ -272,7 +316,7 @@ fn add_host(lab: &Lab, n: u32) -> anyhow::Result<Host> {
         "add",
         "default",
         "via",
-        &FABRIC_IP6.to_string(),
+        &gateway6.to_string(),
     ])?;
     sh::sysctl(&netns, "net.ipv4.ip_forward=1")?;
     sh::sysctl(&netns, "net.ipv6.conf.all.forwarding=1")?;
@@ -283,12 +327,14 @@ fn add_host(lab: &Lab, n: u32) -> anyhow::Result<Host> {
         ip6: host_ip6,
         felix_pid: None,
         node_pid: None,
+        subnet,
     })
 }
 
 /// Hosts know each other's fabric MACs up front, so that the first packets between fresh
 /// namespaces do not depend on neighbour discovery over the bridge (observed here: the first
-/// IPv6 solicitation between new namespaces can go unanswered for over a second).
+/// IPv6 solicitation between new namespaces can go unanswered for over a second). Only hosts
+/// on the same subnet are neighbours; the others are reached through the fabric's router.
 fn static_fabric_neighbours(hosts: &[Host]) -> anyhow::Result<()> {
     let mut macs = Vec::new();
     for host in hosts {
@@ -302,7 +348,11 @@ fn static_fabric_neighbours(hosts: &[Host]) -> anyhow::Result<()> {
         );
     }
     for host in hosts {
-        for (other, mac) in hosts.iter().zip(&macs).filter(|(o, _)| o.name != host.name) {
+        let neighbours = hosts
+            .iter()
+            .zip(&macs)
+            .filter(|(o, _)| o.name != host.name && o.subnet == host.subnet);
+        for (other, mac) in neighbours {
             for address in [other.ip.to_string(), other.ip6.to_string()] {
                 let args = [
                     "-n",
@@ -799,6 +849,7 @@ mod tests {
             ip6: std::net::Ipv6Addr::new(0xfd00, 0x99, 0, 0, 0, 0, 0, 0x10 + u16::from(n)),
             felix_pid: None,
             node_pid: None,
+            subnet: 1,
         }
     }
 

@@ -23,7 +23,7 @@ struct Cli {
 enum Cmd {
     /// Brings a lab up: fabric bridge and etcd, N hosts each running calico-felix and
     /// calico-node, Ready set; returns when every Felix is in sync and has programmed everything,
-    /// and every BGP session is established.
+    /// and every BGP session is established (with --subnets: every session within a subnet).
     Up {
         #[arg(long, default_value_t = 2)]
         hosts: u32,
@@ -42,6 +42,12 @@ enum Cmd {
         /// How long to wait for Felix and BGP on every host before giving up.
         #[arg(long, default_value_t = ready::UP_LIMIT.as_secs())]
         timeout_secs: u64,
+        /// Host subnets, joined by the fabric as a router that knows only the hosts' networks
+        /// (no pool): host N is on subnet (N-1) % SUBNETS + 1, subnet S is 10.99.(S-1).0/24
+        /// and fd00:99:(S-1)::/64 on the fabric's bridge br(S-1). Workload traffic between
+        /// subnets then needs encapsulation (a pool's `vxlan_mode`).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=cluster::MAX_SUBNETS as i64))]
+        subnets: u32,
     },
     /// Prints `export` lines so calicoctl and etcdctl reach the lab's etcd.
     Env,
@@ -207,6 +213,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             no_mesh,
             route_reflectors,
             timeout_secs,
+            subnets,
         } => {
             let options = UpOptions {
                 hosts,
@@ -215,6 +222,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 no_mesh,
                 route_reflectors,
                 timeout: Duration::from_secs(timeout_secs),
+                subnets,
             };
             let lab = cluster::up(name, &options).await?;
             println!(
@@ -222,6 +230,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 lab.hosts.len(),
                 lab.client_endpoint
             );
+            if lab.subnets > 1 {
+                for host in &lab.hosts {
+                    println!(
+                        "  {} on subnet {} ({}, gateway {})",
+                        host.name,
+                        host.subnet,
+                        host.ip,
+                        host.gateway()
+                    );
+                }
+            }
             println!("  eval \"$(calico-lab --lab {name} env)\"   # then calicoctl / etcdctl work");
             println!(
                 "  calico-lab --lab {name} workload add --host host1 --name w1 --ip 10.65.0.2"

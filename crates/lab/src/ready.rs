@@ -23,6 +23,8 @@ pub const ADD_LIMIT: Duration = Duration::from_secs(60);
 const POLL_EVERY: Duration = Duration::from_millis(20);
 /// The key whose revision marks "everything written so far" (Felix sees it and ignores it).
 const MARKER: &str = "/calico/v1/lab-sync";
+/// Felix's VXLAN device: a route through it is encapsulated to the workload's host.
+pub const VXLAN_DEVICE: &str = "vxlan.calico";
 /// The line the echo server prints once it listens on every port.
 pub const SERVING: &str = "echo server listening";
 
@@ -239,32 +241,42 @@ fn parse_bgp_sessions(text: &str) -> Vec<BgpSession> {
     sessions
 }
 
-/// Waits until every other host routes each of `workload`'s addresses to the workload's host
-/// (over the routes BGP spreads: its block, or a /32 for a borrowed address).
+/// Waits until every other host routes each of `workload`'s addresses to the workload's host.
+///
+/// A host on the workload's host's subnet must route it there directly (over the routes BGP
+/// spreads: its block, or a /32 for a borrowed address) or encapsulate it (a route through
+/// `vxlan.calico`, Felix's, for a pool with `vxlan_mode`). A host on another subnet (`up
+/// --subnets`) cannot route it directly: either it encapsulates, or it sends the address to its gateway, the fabric's router, which has no route to any pool and
+/// drops it. Both are the network doing what it was configured to do, so either counts: the
+/// wait then means "programmed", not "reachable" (see docs/lab.md).
 pub async fn routed_to(lab: &Lab, workload: &Workload, deadline: Deadline) -> anyhow::Result<()> {
     let owner = lab.host(&workload.host)?;
     for host in lab.hosts.iter().filter(|h| h.name != owner.name) {
         for &address in &workload.ips {
-            let expected = match address {
-                IpAddr::V4(_) => IpAddr::V4(owner.ip),
-                IpAddr::V6(_) => IpAddr::V6(owner.ip6),
+            let (expected, gateway) = match address {
+                IpAddr::V4(_) => (IpAddr::V4(owner.ip), IpAddr::V4(host.gateway())),
+                IpAddr::V6(_) => (IpAddr::V6(owner.ip6), IpAddr::V6(host.gateway6())),
             };
-            let what = format!(
-                "{} to route {address} (workload {} on {}) via {expected}",
-                host.name, workload.name, owner.name
-            );
+            let same_subnet = host.subnet == owner.subnet;
+            let what = if same_subnet {
+                format!(
+                    "{} to route {address} (workload {} on {}) via {expected}",
+                    host.name, workload.name, owner.name
+                )
+            } else {
+                format!(
+                    "{} to route {address} (workload {} on {}, another subnet) through {} or                      via its gateway {gateway}",
+                    host.name, workload.name, owner.name, VXLAN_DEVICE
+                )
+            };
             let log = lab.log_path(&format!("node-{}", host.name));
             until(deadline, &what, &log, async || {
                 node_running(lab, host)?;
-                Ok(match gateway_of(&host.netns, address) {
-                    Ok(Some(via)) if via == expected => Progress::Done,
-                    Ok(Some(via)) if via == FABRIC_IP || via == FABRIC_IP6 => Progress::Waiting(
-                        format!("it has no route to it but its default route (via {via})"),
-                    ),
-                    Ok(Some(via)) => Progress::Waiting(format!("it routes it via {via}")),
-                    Ok(None) => Progress::Waiting("it has no route through a gateway".to_owned()),
-                    Err(error) => Progress::Waiting(format!("{error:#}")),
-                })
+                let route = match route_of(&host.netns, address) {
+                    Ok(route) => route,
+                    Err(error) => return Ok(Progress::Waiting(format!("{error:#}"))),
+                };
+                Ok(route_progress(&route, expected, gateway, same_subnet))
             })
             .await?;
         }
@@ -272,11 +284,38 @@ pub async fn routed_to(lab: &Lab, workload: &Workload, deadline: Deadline) -> an
     Ok(())
 }
 
-/// The gateway a namespace routes `address` through (`ip route get`), if any.
-fn gateway_of(netns: &str, address: IpAddr) -> anyhow::Result<Option<IpAddr>> {
+/// How a namespace routes an address (`ip route get`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Route {
+    gateway: Option<IpAddr>,
+    device: String,
+}
+
+/// Whether `route` is the one wanted: via `expected` (the workload's host), or, from another
+/// subnet, through the VXLAN device or via the host's `gateway` (the fabric's router).
+fn route_progress(route: &Route, expected: IpAddr, gateway: IpAddr, same_subnet: bool) -> Progress {
+    match route.gateway {
+        Some(via) if via == expected => Progress::Done,
+        _ if route.device == VXLAN_DEVICE => Progress::Done,
+        Some(via) if !same_subnet && via == gateway => Progress::Done,
+        Some(via) if via == FABRIC_IP || via == FABRIC_IP6 || via == gateway => Progress::Waiting(
+            format!("it has no route to it but its default route (via {via})"),
+        ),
+        Some(via) => Progress::Waiting(format!("it routes it via {via} dev {}", route.device)),
+        None => Progress::Waiting(format!(
+            "it has no route through a gateway (dev {})",
+            route.device
+        )),
+    }
+}
+
+fn route_of(netns: &str, address: IpAddr) -> anyhow::Result<Route> {
     let out = sh::ip(&["-n", netns, "-j", "route", "get", &address.to_string()])?;
     let routes: serde_json::Value = serde_json::from_str(&out)?;
-    Ok(routes[0]["gateway"].as_str().and_then(|g| g.parse().ok()))
+    Ok(Route {
+        gateway: routes[0]["gateway"].as_str().and_then(|g| g.parse().ok()),
+        device: routes[0]["dev"].as_str().unwrap_or_default().to_owned(),
+    })
 }
 
 /// Waits until the echo server started as `pid` says it listens (in `log`).
@@ -296,7 +335,7 @@ pub async fn serving(pid: i32, log: &Path, deadline: Deadline) -> anyhow::Result
 
 /// Writes a marker and waits until every host's Felix has programmed it (everything written
 /// before is programmed), and until every host routes every other host's workloads to that
-/// host over BGP. Returns the marker's revision.
+/// host over BGP or through the tunnel (see [`routed_to`]). Returns the marker's revision.
 pub async fn wait_programmed(lab: &Lab, limit: Duration) -> anyhow::Result<i64> {
     let deadline = Deadline::after(limit);
     let store = connect(lab).await?;
@@ -341,6 +380,32 @@ Mesh_fd00_99__12 BGP        ---        start  07:48:01.000  Active        Socket
             v6.summary,
             "BGP --- start 07:48:01.000 Active Socket: Connection refused"
         );
+    }
+
+    #[test]
+    fn across_subnets_the_router_or_the_tunnel_will_do() {
+        let owner: IpAddr = "10.99.1.12".parse().unwrap();
+        let router: IpAddr = "10.99.0.1".parse().unwrap();
+        let via = |gateway: &str, device: &str| Route {
+            gateway: Some(gateway.parse().unwrap()),
+            device: device.to_owned(),
+        };
+        let eth0 = via("10.99.0.1", "eth0");
+        let tunnel = via("10.65.2.0", "vxlan.calico");
+        assert_eq!(route_progress(&eth0, owner, router, false), Progress::Done);
+        assert_eq!(
+            route_progress(&tunnel, owner, router, false),
+            Progress::Done
+        );
+        let direct = via("10.99.1.12", "eth0");
+        assert_eq!(route_progress(&direct, owner, router, true), Progress::Done);
+        // On one subnet, only the owner will do.
+        assert!(matches!(
+            route_progress(&eth0, owner, router, true),
+            Progress::Waiting(_)
+        ));
+        // Encapsulated (a pool with `vxlan_mode: always`) is routed on one subnet too.
+        assert_eq!(route_progress(&tunnel, owner, router, true), Progress::Done);
     }
 
     #[tokio::test]

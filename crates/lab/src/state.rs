@@ -30,6 +30,9 @@ pub struct Lab {
     /// The `FELIX_*` settings every Felix of this lab was started with.
     #[serde(default)]
     pub felix_env: Vec<(String, String)>,
+    /// How many host subnets the fabric routes between (`up --subnets`; 1: one bridge).
+    #[serde(default = "first_subnet")]
+    pub subnets: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -42,6 +45,37 @@ pub struct Host {
     /// calico-node (BGP: registration, BIRD's configuration, BIRD).
     #[serde(default)]
     pub node_pid: Option<i32>,
+    /// The host's subnet, from 1: `10.99.<subnet - 1>.0/24` on the fabric's bridge
+    /// `br<subnet - 1>`.
+    #[serde(default = "first_subnet")]
+    pub subnet: u32,
+}
+
+fn first_subnet() -> u32 {
+    1
+}
+
+/// The fabric's address on subnet `subnet` (from 1): `10.99.<subnet - 1>.1`, the gateway of
+/// that subnet's hosts (subnet 1: [`FABRIC_IP`]).
+pub fn subnet_gateway(subnet: u32) -> Ipv4Addr {
+    Ipv4Addr::new(10, 99, (subnet - 1) as u8, 1)
+}
+
+/// The fabric's IPv6 address on subnet `subnet`: `fd00:99:<subnet - 1>::1` (subnet 1:
+/// [`FABRIC_IP6`]).
+pub fn subnet_gateway6(subnet: u32) -> Ipv6Addr {
+    Ipv6Addr::new(0xfd00, 0x99, (subnet - 1) as u16, 0, 0, 0, 0, 1)
+}
+
+impl Host {
+    /// The host's default gateway: the fabric's address on its subnet.
+    pub fn gateway(&self) -> Ipv4Addr {
+        subnet_gateway(self.subnet)
+    }
+
+    pub fn gateway6(&self) -> Ipv6Addr {
+        subnet_gateway6(self.subnet)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -143,5 +177,23 @@ mod tests {
         assert!(check_name("workload", "web-1").is_ok());
         let err = check_name("workload", "a/b").unwrap_err().to_string();
         assert!(err.contains("workload \"a/b\""), "{err}");
+    }
+
+    #[test]
+    fn subnet_one_is_the_fabric_address() {
+        assert_eq!(subnet_gateway(1), FABRIC_IP);
+        assert_eq!(subnet_gateway6(1), FABRIC_IP6);
+        assert_eq!(subnet_gateway(2), Ipv4Addr::new(10, 99, 1, 1));
+        assert_eq!(subnet_gateway6(2).to_string(), "fd00:99:1::1");
+    }
+
+    #[test]
+    fn old_state_files_have_one_subnet() {
+        let host: Host = serde_json::from_str(
+            r#"{"name": "host1", "netns": "l.host1", "ip": "10.99.0.11",
+                "ip6": "fd00:99::11", "felix_pid": null}"#,
+        )
+        .unwrap();
+        assert_eq!(host.subnet, 1);
     }
 }
