@@ -70,8 +70,10 @@ pub struct Peer {
     pub as_num: u32,
     /// `v4` or `v6`: which template (and channel) the session uses.
     pub family: &'static str,
-    /// On the same link (mesh and route reflection run over the hosts' network).
-    pub direct: bool,
+    /// Between Calico hosts (mesh and route reflection): multi-hop, next hops resolved
+    /// recursively, as Calico 1.x's template had it, so hosts on different subnets peer through
+    /// the routers between them.
+    pub multihop: bool,
     /// Set when this host reflects routes to the peer.
     pub rr_cluster_id: Option<Ipv4Addr>,
     pub comment: String,
@@ -191,7 +193,7 @@ fn peer(
     kind: PeerKind,
     ip: IpAddr,
     as_num: AsNumber,
-    direct: bool,
+    multihop: bool,
     rr_cluster_id: Option<Ipv4Addr>,
     comment: String,
 ) -> Peer {
@@ -206,7 +208,7 @@ fn peer(
         ip,
         as_num: as_num.0,
         family: if ip.is_ipv4() { "v4" } else { "v6" },
-        direct,
+        multihop,
         rr_cluster_id,
         comment,
     }

@@ -248,13 +248,8 @@ async fn settle(lab: &Lab, options: &UpOptions, store: &EtcdDatastore) -> anyhow
         let applied = ready::felix_applied_on(lab, host, revision, deadline).await;
         with_log_tail(applied, lab, &format!("felix-{}", host.name))?;
     }
+    // Every session, also across subnets (multi-hop, through the fabric's router).
     for (host, peers) in lab.hosts.iter().zip(bgp_peers(&lab.hosts, options)) {
-        // Only sessions within a subnet: calico-node renders its mesh peers `direct`, and BIRD
-        // keeps a direct session to a peer on another subnet (behind the fabric's router) Idle.
-        let peers: Vec<&Host> = peers
-            .into_iter()
-            .filter(|peer| peer.subnet == host.subnet)
-            .collect();
         let established = ready::bgp_established(lab, host, &peers, deadline).await;
         with_log_tail(established, lab, &format!("node-{}", host.name))?;
     }
