@@ -384,10 +384,15 @@ fn start_felix(
     ];
     env.extend(lab.felix_env.iter().cloned());
     env.extend(extra.iter().cloned());
+    // Under `calico-lab supervise`, which starts Felix again when it exits to restart.
+    let me = std::env::current_exe().context("cannot find calico-lab itself")?;
+    let felix = felix
+        .to_str()
+        .context("the calico-felix path is not UTF-8")?;
     spawn(
         Some(&host.netns),
-        felix,
-        &[],
+        &me,
+        &["supervise", "--", felix],
         &env,
         &lab.log_path(&format!("felix-{}", host.name)),
     )
@@ -446,6 +451,8 @@ pub fn restart_felix(lab: &mut Lab, host: &str, extra: &[(String, String)]) -> a
         .position(|h| h.name == host)
         .expect("checked");
     if let Some(pid) = lab.hosts[index].felix_pid.take() {
+        // The supervisor and Felix: their process group.
+        let _ = nix::sys::signal::killpg(Pid::from_raw(pid), Signal::SIGKILL);
         stop_pids(&[pid]);
     }
     let pid = start_felix(lab, &lab.hosts[index], extra, &felix)?;

@@ -12,6 +12,7 @@ pub mod ready;
 pub mod relay;
 pub mod sh;
 pub mod state;
+pub mod supervise;
 
 pub use cluster::{UpOptions, WorkloadSpec};
 pub use probe::{Outcome, Target};

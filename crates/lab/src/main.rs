@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use calico_lab::{Lab, Target, UpOptions, WorkloadSpec, check, cluster, probe, ready, relay};
+use calico_lab::{
+    Lab, Target, UpOptions, WorkloadSpec, check, cluster, probe, ready, relay, supervise,
+};
 use clap::{Parser, Subcommand};
 
 /// A Calico cluster on one machine, in network namespaces: a fabric with etcd, hosts running
@@ -119,6 +121,12 @@ enum Cmd {
         #[arg(long, value_delimiter = ',')]
         ports: Vec<u16>,
     },
+    /// Runs a host's Felix, starting it again when it exits cleanly (a restart it asked for).
+    #[command(hide = true)]
+    Supervise {
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// Forwards 127.0.0.1 here to etcd on the fabric.
     #[command(hide = true)]
     Relay {
@@ -174,6 +182,12 @@ fn main() {
     {
         exit_on_error(relay::run(netns, *to, port_file));
         return;
+    }
+    if let Cmd::Supervise { command } = &cli.command {
+        match supervise::run(command) {
+            Ok(code) => std::process::exit(code),
+            Err(error) => exit_on_error(Err(error)),
+        }
     }
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     exit_on_error(runtime.block_on(run(cli)));
@@ -370,7 +384,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
         }
         Cmd::Serve { ports } => probe::serve(&ports).await?,
-        Cmd::Relay { .. } => unreachable!("handled before the runtime starts"),
+        Cmd::Relay { .. } | Cmd::Supervise { .. } => {
+            unreachable!("handled before the runtime starts")
+        }
     }
     Ok(())
 }

@@ -90,6 +90,66 @@ fn kill_9_and_restart_keeps_flows_and_rules() {
     );
 }
 
+/// A configuration change in etcd that Felix applies only at start (here its health port):
+/// Felix exits cleanly, its supervisor starts it again with the new value, and an established
+/// flow through both hosts keeps going (the stateless restart).
+#[test]
+fn a_restart_for_a_configuration_change_keeps_flows() {
+    let lab = TestLab::up(2, &[]);
+    lab.put("/calico/v1/policy/profile/open/rules", OPEN);
+    lab.workload("host1", "client", W1, &["open"], &[]);
+    lab.workload("host2", "server", W2, &["open"], &[]);
+    lab.wait();
+    let to = format!("{W2}:80");
+    let flow = Command::new(BIN)
+        .args(["--lab", &lab.name, "exec", "client", "--", BIN, "flow", &to])
+        .args([
+            "--seconds",
+            "8",
+            "--every-ms",
+            "20",
+            "--patience-ms",
+            "1000",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let established = || {
+        let out = lab.in_host(
+            "host2",
+            "conntrack",
+            &["-L", "-p", "tcp", "--dport", "80", "--state", "ESTABLISHED"],
+        );
+        String::from_utf8_lossy(&out.stdout).contains(W2)
+    };
+    eventually(&lab, "the flow to be established", established);
+
+    lab.put("/calico/v1/host/host2/config/HealthPort", "9199");
+    let log = lab.state().log_path("felix-host2");
+    eventually(
+        &lab,
+        "Felix on host2 restarting for the new health port",
+        || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            text.contains("restarting Felix to apply it") && text.contains("starting it again")
+        },
+    );
+    eventually(&lab, "the restarted Felix serving health on 9199", || {
+        let out = lab.in_host("host2", "ss", &["-Hltn", "sport = :9199"]);
+        !out.stdout.is_empty()
+    });
+    lab.wait();
+    let out = flow.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the flow was cut by the restart: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(lab.tcp("client", W2, 80), "policy still holds");
+}
+
 /// Someone deletes our jump, a rule and a route: the periodic refresh puts them back and says so.
 #[test]
 fn drift_is_repaired() {
