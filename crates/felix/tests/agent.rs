@@ -321,3 +321,37 @@ fn configuration_changes_in_etcd_apply_live_or_restart() {
         "the dataplane stays while Felix restarts"
     );
 }
+
+/// An IPIP pool with `IpInIpEnabled` on a kernel without the `ipip` module (this machine's):
+/// Felix says which pool and why, and programs everything else.
+#[test]
+fn ipip_without_the_kernel_module_is_reported_and_nothing_else_stops() {
+    let ns = NetNs::new("calico-felix-ipip");
+    let etcd = EtcdServer::start_in_netns(ns.name());
+    put(&etcd, "/calico/v1/Ready", "true");
+    put(
+        &etcd,
+        "/calico/v1/ipam/v4/pool/10.65.0.0-16",
+        r#"{"cidr": "10.65.0.0/16", "ipip": "tunl0"}"#,
+    );
+    put(
+        &etcd,
+        DB,
+        r#"{"state": "active", "name": "calidb", "profile_ids": [], "ipv4_nets": ["10.65.0.2/32"]}"#,
+    );
+    let felix = Felix::start(&ns, &etcd, &[("FELIX_IPINIPENABLED", "true".to_owned())]);
+    let why = if std::path::Path::new("/sys/module/ipip").exists() {
+        "this Felix does not implement IPIP tunnels"
+    } else {
+        "this kernel has no IPIP support (module ipip is not loaded)"
+    };
+    eventually(&felix, "the IPIP pool reported", || {
+        felix.log().contains(&format!(
+            "pool 10.65.0.0/16 asks for IPIP through \"tunl0\", but {why}"
+        ))
+    });
+    eventually(&felix, "the endpoint's chains all the same", || {
+        ns.run_ok("iptables-save", &["-t", "filter"], "")
+            .contains("-A cali-wi-calidb")
+    });
+}
