@@ -3,11 +3,13 @@
 //! `ipset restore` read; the [`Dataplane`] applies them to a kernel through `calico-linux`.
 
 pub mod driver;
+pub mod ipip;
 pub mod render;
 pub mod routing;
 pub mod vxlan;
 
 pub use driver::{Dataplane, Repairs};
+pub use ipip::{Ipip, IpipChanges, IpipPlan};
 pub use render::config::{DropAction, EndpointToHostAction, MarkBits, RenderConfig};
 pub use render::{
     FilterTable, IpVersion, ipset_name, kernel_jumps, policy_chain, profile_chain, render_filter,

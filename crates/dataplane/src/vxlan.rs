@@ -133,6 +133,40 @@ impl VxlanChanges {
     }
 }
 
+/// Makes the tunnel routes (proto 81) through the device `ifindex` exactly `wanted`
+/// (destination → gateway); routes through other devices are left alone. Returns the
+/// destinations added and removed.
+pub(crate) async fn sync_routes(
+    netlink: &Netlink,
+    ifindex: u32,
+    wanted: &BTreeMap<Ipv4Net, Ipv4Addr>,
+) -> Result<(Vec<Ipv4Net>, Vec<Ipv4Net>), NetlinkError> {
+    let wanted: BTreeSet<TunnelRoute> = wanted
+        .iter()
+        .map(|(destination, gateway)| TunnelRoute {
+            destination: *destination,
+            gateway: *gateway,
+            ifindex,
+        })
+        .collect();
+    let current: BTreeSet<TunnelRoute> = netlink
+        .tunnel_routes()
+        .await?
+        .into_iter()
+        .filter(|r| r.ifindex == ifindex)
+        .collect();
+    let (mut added, mut removed) = (Vec::new(), Vec::new());
+    for gone in current.difference(&wanted) {
+        netlink.delete_tunnel_route(gone).await?;
+        removed.push(gone.destination);
+    }
+    for new in wanted.difference(&current) {
+        netlink.replace_tunnel_route(new).await?;
+        added.push(new.destination);
+    }
+    Ok((added, removed))
+}
+
 /// Applies VXLAN plans to a network namespace.
 #[derive(Debug)]
 pub struct Vxlan {
@@ -149,13 +183,10 @@ impl Vxlan {
         let mut changes = VxlanChanges::default();
         let existing = self.netlink.vxlan_device(DEVICE).await?;
         let Some(local) = &plan.local else {
+            // Its neighbours, forwarding entries and routes go with it.
             if existing.is_some() {
                 self.netlink.delete_link(DEVICE).await?;
                 changes.device_removed = true;
-            }
-            for route in self.netlink.tunnel_routes().await? {
-                self.netlink.delete_tunnel_route(&route).await?;
-                changes.routes_removed.push(route.destination);
             }
             return Ok(changes);
         };
@@ -225,25 +256,8 @@ impl Vxlan {
             self.netlink.replace_fdb(new).await?;
         }
 
-        let routes: BTreeSet<TunnelRoute> = plan
-            .routes
-            .iter()
-            .map(|(destination, gateway)| TunnelRoute {
-                destination: *destination,
-                gateway: *gateway,
-                ifindex: index,
-            })
-            .collect();
-        let current: BTreeSet<TunnelRoute> =
-            self.netlink.tunnel_routes().await?.into_iter().collect();
-        for gone in current.difference(&routes) {
-            self.netlink.delete_tunnel_route(gone).await?;
-            changes.routes_removed.push(gone.destination);
-        }
-        for new in routes.difference(&current) {
-            self.netlink.replace_tunnel_route(new).await?;
-            changes.routes_added.push(new.destination);
-        }
+        (changes.routes_added, changes.routes_removed) =
+            sync_routes(&self.netlink, index, &plan.routes).await?;
         Ok(changes)
     }
 

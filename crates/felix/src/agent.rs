@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use calico_calc::{Calculator, EndpointKey};
-use calico_dataplane::{Dataplane, Routing, Vxlan};
+use calico_dataplane::{Dataplane, Ipip, Routing, Vxlan};
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore, WatchEvent};
 use calico_linux::{LinkEvent, LinkEvents, Netlink, Netns};
 use calico_model::Key;
@@ -152,16 +152,21 @@ pub async fn run(
         host_interfaces: BTreeMap::new(),
         statuses_dirty: true,
         config_dirty: false,
-        encap: Encapsulation::new(
-            &hostname,
-            Vxlan::new(Netlink::connect(&netns).context("opening netlink")?),
-        ),
-        ipip_enabled: config.ip_in_ip_enabled,
-        ipip_warned: BTreeSet::new(),
+        encap: {
+            let netlink = Netlink::connect(&netns).context("opening netlink")?;
+            Encapsulation::new(
+                &hostname,
+                config.ip_in_ip_enabled,
+                Vxlan::new(netlink.clone()),
+                Ipip::new(netlink),
+            )
+        },
         seen_revision: 0,
     };
     let mut config = config;
     let mut watch = store.watch("/calico/v1/").await?;
+    // The hosts' registered addresses: where IPIP sends to.
+    let mut hosts = store.watch("/calico/bgp/v1/host/").await?;
     let mut refresh = ticker(config.iptables_refresh);
     let mut route_refresh = ticker(config.route_refresh);
     let mut report = ticker(config.reporting_interval);
@@ -200,6 +205,18 @@ pub async fn run(
                     }
                 }
                 felix.program().await;
+            }
+            event = hosts.next() => {
+                let Some(event) = event else {
+                    anyhow::bail!("the datastore watch of the hosts' addresses ended");
+                };
+                felix.host_event(event);
+                while let Ok(Some(event)) = timeout(Duration::ZERO, hosts.next()).await {
+                    felix.host_event(event);
+                }
+                if felix.encap.dirty() {
+                    felix.program().await;
+                }
             }
             event = links.next() => {
                 let Some(event) = event else {
@@ -350,10 +367,6 @@ struct Felix<'a> {
     config_dirty: bool,
     /// VXLAN: tunnel endpoints and the plan applied.
     encap: Encapsulation,
-    /// `IpInIpEnabled`.
-    ipip_enabled: bool,
-    /// The pools asking for IPIP that Felix has warned about.
-    ipip_warned: BTreeSet<ipnet::IpNet>,
     /// The revision of the last datastore update received.
     seen_revision: i64,
 }
@@ -388,6 +401,15 @@ impl Felix<'_> {
                 self.seen_revision = self.seen_revision.max(revision);
                 self.in_sync = true;
             }
+        }
+    }
+
+    /// A change of a host's registered address (only IPIP needs them).
+    fn host_event(&mut self, event: WatchEvent) {
+        match event {
+            WatchEvent::Put(pair) => self.encap.update(&pair.key, Some(&pair.value)),
+            WatchEvent::Delete { key, .. } => self.encap.update(&key, None),
+            WatchEvent::InSync { .. } => {}
         }
     }
 
@@ -462,37 +484,6 @@ impl Felix<'_> {
         self.host_interfaces = resolved;
     }
 
-    /// IPIP encapsulation is not implemented: a pool asking for it (`"ipip": "tunl0"`) is routed
-    /// without it. Says so once per pool, with why (the setting, the kernel), rather than
-    /// accepting the field silently.
-    fn warn_ipip_pools(&mut self) {
-        let asking: Vec<(ipnet::IpNet, String)> = self
-            .calc
-            .cluster()
-            .pools
-            .values()
-            .filter_map(|p| Some((p.cidr, p.ipip.clone()?)))
-            .collect();
-        self.ipip_warned
-            .retain(|cidr| asking.iter().any(|(c, _)| c == cidr));
-        for (cidr, device) in asking {
-            if !self.ipip_warned.insert(cidr) {
-                continue;
-            }
-            let why = if !self.ipip_enabled {
-                "IpInIpEnabled is false".to_owned()
-            } else if !std::path::Path::new("/sys/module/ipip").exists() {
-                "this kernel has no IPIP support (module ipip is not loaded)".to_owned()
-            } else {
-                "this Felix does not implement IPIP tunnels".to_owned()
-            };
-            tracing::warn!(
-                "pool {cidr} asks for IPIP through {device:?}, but {why}: traffic to its \
-                 workloads is routed without encapsulation (see docs/dataplane.md)"
-            );
-        }
-    }
-
     /// Programs the dataplane: a full sync the first time (and after a failure), then only the
     /// calculator's changes; routes when endpoints or links changed. Failures are logged,
     /// counted, and retried on the next heartbeat; the dataplane is left as it was.
@@ -504,9 +495,6 @@ impl Felix<'_> {
             self.resolve_host_endpoints().await;
         }
         let changes = self.calc.take_changes();
-        if changes.pools {
-            self.warn_ipip_pools();
-        }
         if !changes.endpoints.is_empty() {
             self.routes_dirty = true;
         }

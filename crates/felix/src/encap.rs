@@ -1,69 +1,97 @@
-//! VXLAN for Felix: the hosts' tunnel endpoints from the datastore, and the plan of
-//! [`calico_dataplane::vxlan`] kept applied as pools, endpoints and tunnel endpoints change.
+//! Encapsulation for Felix: VXLAN ([`calico_dataplane::vxlan`]) from the hosts' tunnel
+//! endpoints, and IPIP ([`calico_dataplane::ipip`]) from the hosts' registered addresses, each
+//! plan kept applied as pools, endpoints, tunnel endpoints and host addresses change.
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
 
 use calico_calc::Cluster;
+use calico_dataplane::ipip::{self, Ipip, IpipPlan};
 use calico_dataplane::vxlan::{self, Vxlan, VxlanPlan};
 use calico_linux::NetlinkError;
 use calico_model::tunnel::VxlanTunnel;
-use calico_model::{Key, Value, parse_value};
+use calico_model::{IpVersion, Key, Value, parse_value};
+use ipnet::IpNet;
 
-/// The VXLAN side of the agent.
+/// The encapsulation side of the agent.
 #[derive(Debug)]
 pub struct Encapsulation {
     hostname: String,
-    /// Every host's tunnel endpoint, by hostname.
+    /// `IpInIpEnabled`.
+    ipip_enabled: bool,
+    /// Every host's VXLAN tunnel endpoint, by hostname.
     tunnels: BTreeMap<String, VxlanTunnel>,
+    /// Every host's registered IPv4 address, by hostname.
+    hosts: BTreeMap<String, Ipv4Addr>,
     vxlan: Vxlan,
-    /// The plan last applied (`None`: apply the next one whatever it is).
-    applied: Option<VxlanPlan>,
-    /// Something the plan depends on changed.
+    ipip: Ipip,
+    /// The plans last applied (`None`: apply the next one whatever it is).
+    applied: Option<(VxlanPlan, IpipPlan)>,
+    /// The tunnel device IPIP needs and the kernel does not have.
+    ipip_missing: Option<String>,
+    /// What was last said about each pool asking for IPIP, so it is said once.
+    ipip_reported: BTreeMap<IpNet, String>,
+    /// Something the plans depend on changed.
     dirty: bool,
 }
 
 impl Encapsulation {
-    pub fn new(hostname: &str, vxlan: Vxlan) -> Encapsulation {
+    pub fn new(hostname: &str, ipip_enabled: bool, vxlan: Vxlan, ipip: Ipip) -> Encapsulation {
         Encapsulation {
             hostname: hostname.to_owned(),
+            ipip_enabled,
             tunnels: BTreeMap::new(),
+            hosts: BTreeMap::new(),
             vxlan,
+            ipip,
             applied: None,
+            ipip_missing: None,
+            ipip_reported: BTreeMap::new(),
             dirty: true,
         }
     }
 
-    /// Notes a datastore update (`None`: deleted): tunnel endpoints are kept here; pools and
-    /// workload endpoints (which the calculator keeps) make the plan stale.
+    /// Notes a datastore update (`None`: deleted): tunnel endpoints and host addresses are
+    /// kept here; pools and workload endpoints (which the calculator keeps) make the plans
+    /// stale.
     pub fn update(&mut self, key: &str, value: Option<&str>) {
-        match Key::parse(key) {
-            Ok(Key::VxlanTunnel { hostname }) => {
+        let Ok(parsed) = Key::parse(key) else {
+            return;
+        };
+        let hostname = match &parsed {
+            Key::VxlanTunnel { hostname } => hostname.clone(),
+            Key::HostIp {
+                hostname,
+                version: IpVersion::V4,
+            } => hostname.clone(),
+            Key::Pool { .. } | Key::WorkloadEndpoint(_) => {
                 self.dirty = true;
-                let parsed = value.map(|raw| {
-                    parse_value(
-                        &Key::VxlanTunnel {
-                            hostname: hostname.clone(),
-                        },
-                        raw,
-                    )
-                });
-                match parsed {
-                    Some(Ok(Value::VxlanTunnel(tunnel))) => {
-                        self.tunnels.insert(hostname, tunnel);
-                    }
-                    Some(Err(reason)) => {
-                        tracing::warn!(
-                            "Validation failed for {key}, treating as missing: {reason}"
-                        );
-                        self.tunnels.remove(&hostname);
-                    }
-                    _ => {
-                        self.tunnels.remove(&hostname);
-                    }
-                }
+                return;
             }
-            Ok(Key::Pool { .. } | Key::WorkloadEndpoint(_)) => self.dirty = true,
-            _ => {}
+            _ => return,
+        };
+        self.dirty = true;
+        let value = match value.map(|raw| parse_value(&parsed, raw)) {
+            Some(Ok(value)) => Some(value),
+            Some(Err(reason)) => {
+                tracing::warn!("Validation failed for {key}, treating as missing: {reason}");
+                None
+            }
+            None => None,
+        };
+        match value {
+            Some(Value::VxlanTunnel(tunnel)) => {
+                self.tunnels.insert(hostname, tunnel);
+            }
+            Some(Value::HostIp(Some(IpAddr::V4(ip)))) => {
+                self.hosts.insert(hostname, ip);
+            }
+            _ if matches!(parsed, Key::VxlanTunnel { .. }) => {
+                self.tunnels.remove(&hostname);
+            }
+            _ => {
+                self.hosts.remove(&hostname);
+            }
         }
     }
 
@@ -78,28 +106,69 @@ impl Encapsulation {
         self.dirty = true;
     }
 
-    /// Applies the plan for the cluster as it is, if it differs from the last one applied.
+    /// Applies the plans for the cluster as it is, if they differ from the last ones applied.
     pub async fn sync(&mut self, cluster: &Cluster) -> Result<(), NetlinkError> {
         if !self.dirty {
             return Ok(());
         }
-        let plan = vxlan::plan(
-            &self.hostname,
-            &self.tunnels,
-            &cluster.pools,
-            &cluster.endpoints,
+        let endpoints = &cluster.endpoints;
+        let plans = (
+            vxlan::plan(&self.hostname, &self.tunnels, &cluster.pools, endpoints),
+            ipip::plan(
+                &self.hostname,
+                self.ipip_enabled,
+                &self.hosts,
+                &cluster.pools,
+                endpoints,
+            ),
         );
-        if self.applied.as_ref() != Some(&plan) {
-            let changes = self.vxlan.sync(&plan).await?;
+        if self.applied.as_ref() != Some(&plans) {
+            let changes = self.vxlan.sync(&plans.0).await?;
             if !changes.is_empty() {
                 tracing::info!(?changes, "VXLAN programmed");
             }
-            if plan.local.is_none() && self.tunnels.contains_key(&self.hostname) {
-                tracing::debug!("no pool has VXLAN: no tunnel device");
+            let changes = self.ipip.sync(&plans.1).await?;
+            self.ipip_missing = changes.missing_device.clone();
+            if !changes.routes_added.is_empty() || !changes.routes_removed.is_empty() {
+                tracing::info!(?changes, "IPIP programmed");
             }
-            self.applied = Some(plan);
+            self.applied = Some(plans);
         }
+        self.report_ipip(cluster);
         self.dirty = false;
         Ok(())
+    }
+
+    /// Says once per pool (and again when the reason changes) why a pool asking for IPIP is
+    /// routed without it: `IpInIpEnabled` is off, or the kernel has no tunnel device.
+    fn report_ipip(&mut self, cluster: &Cluster) {
+        let missing = self.ipip_missing.as_deref();
+        let mut reported = BTreeMap::new();
+        for pool in cluster.pools.values() {
+            let Some(device) = &pool.ipip else {
+                continue;
+            };
+            let why = if !self.ipip_enabled {
+                Some("IpInIpEnabled is false".to_owned())
+            } else {
+                missing.map(|d| {
+                    format!(
+                        "this kernel has no IPIP support (module ipip is not loaded; no {d} device)"
+                    )
+                })
+            };
+            let Some(why) = why else {
+                continue;
+            };
+            if self.ipip_reported.get(&pool.cidr) != Some(&why) {
+                tracing::warn!(
+                    "pool {} asks for IPIP through {device:?}, but {why}: traffic to its \
+                     workloads is routed without encapsulation (see docs/dataplane.md)",
+                    pool.cidr
+                );
+            }
+            reported.insert(pool.cidr, why);
+        }
+        self.ipip_reported = reported;
     }
 }
