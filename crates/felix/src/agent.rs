@@ -294,6 +294,11 @@ async fn reload(
             return Reload::Same;
         }
     };
+    for warning in &new.warnings {
+        if warned.insert(warning.clone()) {
+            tracing::warn!("{warning}");
+        }
+    }
     let restart = running.restart_needed(&new);
     if !restart.is_empty() {
         return Reload::Restart(restart);

@@ -166,6 +166,8 @@ pub struct Config {
     pub metrics_port: u16,
     /// Each parameter's final value and where it came from, for the start-up log.
     pub report: Vec<(&'static str, String, Source)>,
+    /// Invalid values found in etcd and treated as missing, one warning line each.
+    pub warnings: Vec<String>,
 }
 
 /// Resolves parameters across the places.
@@ -237,24 +239,49 @@ fn lookup(name: &str) -> &'static Param {
 struct Typed<'a> {
     resolver: &'a Resolver<'a>,
     report: Vec<(&'static str, String, Source)>,
+    /// Invalid values from etcd, treated as missing.
+    warnings: Vec<String>,
 }
 
 impl Typed<'_> {
+    /// The parameter's value, parsed. A bad value from the environment or the file is an error
+    /// (this host's own setting); a bad value from etcd (shared by every host) is treated as
+    /// missing, with a warning, and the default applies.
     fn parse<T>(
         &mut self,
         name: &'static str,
-        parse: impl FnOnce(&str) -> Result<T, String>,
+        parse: impl Fn(&str) -> Result<T, String>,
     ) -> Result<T, ConfigError> {
         let param = lookup(name);
         let (value, source) = self.resolver.get(param);
-        let parsed = parse(value.trim()).map_err(|reason| ConfigError {
-            param: param.name,
-            value: value.clone(),
-            origin: source.clone(),
-            reason,
-        })?;
-        self.report.push((param.name, value, source));
-        Ok(parsed)
+        match parse(value.trim()) {
+            Ok(parsed) => {
+                self.report.push((param.name, value, source));
+                Ok(parsed)
+            }
+            Err(reason) if matches!(source, Source::EtcdGlobal | Source::EtcdHost) => {
+                self.warnings.push(format!(
+                    "Validation failed for {} {value:?} from {source}, treating as missing: \
+                     {reason} (the default {:?} applies)",
+                    param.name, param.default
+                ));
+                let parsed = parse(param.default).map_err(|reason| ConfigError {
+                    param: param.name,
+                    value: param.default.to_owned(),
+                    origin: Source::Default,
+                    reason,
+                })?;
+                self.report
+                    .push((param.name, param.default.to_owned(), Source::Default));
+                Ok(parsed)
+            }
+            Err(reason) => Err(ConfigError {
+                param: param.name,
+                value,
+                origin: source,
+                reason,
+            }),
+        }
     }
 }
 
@@ -265,6 +292,7 @@ impl Bootstrap {
         let mut typed = Typed {
             resolver: &resolver,
             report: Vec::new(),
+            warnings: Vec::new(),
         };
         Self::read(&mut typed, hostname)
     }
@@ -337,6 +365,7 @@ impl Config {
         let mut t = Typed {
             resolver: &resolver,
             report: Vec::new(),
+            warnings: Vec::new(),
         };
         let bootstrap = Bootstrap::read(&mut t, hostname)?;
         let log_file_path = t.parse("LogFilePath", |v| {
@@ -365,9 +394,11 @@ impl Config {
             metrics_enabled: t.parse("PrometheusMetricsEnabled", boolean)?,
             metrics_port: t.parse("PrometheusMetricsPort", port)?,
             report: Vec::new(),
+            warnings: Vec::new(),
         };
         Ok(Config {
             report: t.report,
+            warnings: t.warnings,
             ..config
         })
     }

@@ -62,6 +62,9 @@ async fn run(args: Args, logging: &Logging) -> anyhow::Result<()> {
     for (name, value, source) in &config.report {
         tracing::info!("config {name} = {value:?} ({source})");
     }
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
     agent::wait_for_ready(&store).await;
     agent::run(&store, config, inputs, Netns::current()).await
 }

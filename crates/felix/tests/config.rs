@@ -166,16 +166,6 @@ fn bad_values_name_the_parameter_the_source_and_the_reason() {
             "config file /etc/calico/felix.cfg",
         ),
         (
-            inputs(&[], None, &[("FailsafeInboundHostPorts", "22,ssh")], &[]),
-            "FailsafeInboundHostPorts",
-            "etcd host config",
-        ),
-        (
-            inputs(&[], None, &[], &[("IptablesMarkMask", "0x1")]),
-            "IptablesMarkMask",
-            "etcd /calico/v1/config",
-        ),
-        (
             inputs(&[("FELIX_ETCDSCHEME", "ftp")], None, &[], &[]),
             "EtcdScheme",
             "FELIX_ETCDSCHEME",
@@ -321,4 +311,43 @@ fn etcd_ca_file_none_is_refused_over_https() {
     assert!(error.reason.contains("not supported"), "{error}");
     let http = inputs(&[("FELIX_ETCDCAFILE", "none")], None, &[], &[]);
     assert_eq!(Bootstrap::load(&http, "h1").unwrap().etcd_ca_file, None);
+}
+
+/// A bad value in etcd is shared by every host: it is treated as missing (the default applies)
+/// with the seed's warning, instead of stopping every Felix.
+#[test]
+fn bad_values_in_etcd_are_treated_as_missing() {
+    let config = Config::load(
+        &inputs(
+            &[],
+            None,
+            &[("FailsafeInboundHostPorts", "22,ssh")],
+            &[
+                ("IptablesMarkMask", "0x1"),
+                ("DropActionOverride", "ACCEPT"),
+            ],
+        ),
+        "h",
+    )
+    .unwrap();
+    assert_eq!(config.failsafe_inbound, [22]);
+    assert_eq!(
+        source_of(&config, "IptablesMarkMask"),
+        ("0xff000000", &Source::Default)
+    );
+    assert_eq!(
+        config.drop_action,
+        DropAction::Accept,
+        "valid values still apply"
+    );
+    assert_eq!(config.warnings.len(), 2, "{:?}", config.warnings);
+    assert!(
+        config.warnings[0].starts_with(
+            "Validation failed for FailsafeInboundHostPorts \"22,ssh\" from etcd host config, \
+             treating as missing:"
+        ),
+        "{:?}",
+        config.warnings
+    );
+    assert!(config.warnings[1].contains("IptablesMarkMask \"0x1\" from etcd /calico/v1/config"));
 }
