@@ -1,18 +1,19 @@
 //! What Felix tells monitoring: Prometheus metrics and the health endpoint (liveness, and
-//! readiness = in sync with the datastore and the dataplane programmed), both over a minimal
-//! HTTP server (GET only).
+//! readiness = in sync with the datastore and the dataplane programmed), both served with axum.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::routing::get;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// Labels naming the kernel tool that failed: `tool="iptables"`, `"ipset"`, `"netlink"`, ...
@@ -169,69 +170,42 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// What the HTTP server answers: status code and body for a path.
-pub type Route = Arc<dyn Fn(&str) -> Option<(u16, String)> + Send + Sync>;
-
 /// `/liveness` and `/readiness`: 200 or 503.
-pub fn health_routes(health: Health) -> Route {
-    Arc::new(move |path| {
-        let (ok, what) = match path {
-            "/liveness" => (health.live(), "live"),
-            "/readiness" => (health.ready(), "ready"),
-            _ => return None,
-        };
-        Some(if ok {
-            (200, format!("{what}\n"))
-        } else {
-            (503, format!("not {what}\n"))
-        })
-    })
+pub fn health_routes(health: Health) -> Router {
+    let answer = |ok: bool, what: &str| match ok {
+        true => (StatusCode::OK, format!("{what}\n")),
+        false => (StatusCode::SERVICE_UNAVAILABLE, format!("not {what}\n")),
+    };
+    let live = health.clone();
+    Router::new()
+        .route(
+            "/liveness",
+            get(move || async move { answer(live.live(), "live") }),
+        )
+        .route(
+            "/readiness",
+            get(move || async move { answer(health.ready(), "ready") }),
+        )
 }
 
-/// `/metrics`.
-pub fn metrics_routes(metrics: Metrics) -> Route {
-    Arc::new(move |path| (path == "/metrics").then(|| (200, metrics.render())))
+/// `/metrics`, in the Prometheus text format.
+pub fn metrics_routes(metrics: Metrics) -> Router {
+    Router::new().route(
+        "/metrics",
+        get(move || async move {
+            (
+                [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                metrics.render(),
+            )
+        }),
+    )
 }
 
-/// Serves GET requests on `listener` until the process ends.
-pub async fn serve(listener: TcpListener, route: Route) {
-    loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let route = route.clone();
-        tokio::spawn(async move {
-            let started = Instant::now();
-            let mut request = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 8192 {
-                let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf));
-                match read.await {
-                    Ok(Ok(n)) if n > 0 => request.extend_from_slice(&buf[..n]),
-                    _ => return,
-                }
-            }
-            let text = String::from_utf8_lossy(&request);
-            let mut words = text.split_whitespace();
-            let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-            let (code, body) = match (method, route(path.split('?').next().unwrap_or(""))) {
-                ("GET", Some(answer)) => answer,
-                ("GET", None) => (404, "not found\n".to_owned()),
-                _ => (405, "only GET\n".to_owned()),
-            };
-            let reason = match code {
-                200 => "OK",
-                404 => "Not Found",
-                405 => "Method Not Allowed",
-                _ => "Service Unavailable",
-            };
-            let response = format!(
-                "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(response.as_bytes()).await;
-            tracing::trace!(path, code, elapsed = ?started.elapsed(), "http");
-        });
+/// Serves `routes` on `listener` until the process ends (anything else: 404; methods other
+/// than GET: 405).
+pub async fn serve(listener: TcpListener, routes: Router) {
+    if let Err(error) = axum::serve(listener, routes).await {
+        tracing::error!("the HTTP server stopped: {error}");
     }
 }
 
@@ -266,5 +240,50 @@ mod tests {
         assert!(health.live() && health.ready());
         health.set_ready(false);
         assert!(!health.ready());
+    }
+
+    /// One HTTP/1.1 request to the server; the status line and the body.
+    async fn request(addr: std::net::SocketAddr, method: &str, path: &str) -> (String, String) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let text = format!("{method} {path} HTTP/1.1\r\nHost: felix\r\nConnection: close\r\n\r\n");
+        stream.write_all(text.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        let status = response.lines().next().unwrap_or("").to_owned();
+        let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+        (status, body)
+    }
+
+    #[tokio::test]
+    async fn the_http_endpoints_answer_as_documented() {
+        let health = Health::default();
+        let metrics = Metrics::new();
+        metrics.applied_revision.set(7);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let routes = health_routes(health.clone()).merge(metrics_routes(metrics));
+        tokio::spawn(serve(listener, routes));
+
+        let (status, body) = request(addr, "GET", "/readiness").await;
+        assert!(status.contains("503"), "{status}");
+        assert_eq!(body, "not ready\n");
+        health.beat();
+        health.set_ready(true);
+        let (status, body) = request(addr, "GET", "/readiness").await;
+        assert!(status.contains("200"), "{status}");
+        assert_eq!(body, "ready\n");
+        let (status, body) = request(addr, "GET", "/liveness").await;
+        assert!(
+            status.contains("200") && body == "live\n",
+            "{status} {body}"
+        );
+        let (status, body) = request(addr, "GET", "/metrics").await;
+        assert!(status.contains("200"), "{status}");
+        assert!(body.contains("felix_applied_revision 7"), "{body}");
+        let (status, _) = request(addr, "GET", "/nothing").await;
+        assert!(status.contains("404"), "{status}");
+        let (status, _) = request(addr, "POST", "/metrics").await;
+        assert!(status.contains("405"), "{status}");
     }
 }
