@@ -93,8 +93,18 @@ mod tests {
     #[test]
     fn kubernetes_style_names_are_accepted() {
         assert!(validate_label_name("app.kubernetes.io/name").is_ok());
-        assert!(validate_label_name("a b").is_err());
-        assert!(validate_label_name(&"n".repeat(318)).is_err());
+        assert!(
+            validate_label_name("a b")
+                .unwrap_err()
+                .reason
+                .contains("character ' ' is not allowed")
+        );
+        assert!(
+            validate_label_name(&"n".repeat(318))
+                .unwrap_err()
+                .reason
+                .contains("is 318 bytes long, the limit is 317")
+        );
     }
 
     #[test]
@@ -103,7 +113,12 @@ mod tests {
         let err = validate_labels(&labels).unwrap_err();
         assert_eq!(err.field, "role");
         assert!(err.reason.contains("control character"));
-        assert!(validate_label_value(&"v".repeat(4097)).is_err());
+        assert!(
+            validate_label_value(&"v".repeat(4097))
+                .unwrap_err()
+                .reason
+                .contains("4097 characters long, the limit is 4096")
+        );
         assert!(validate_label_value("any \"quoted\" text, even 'this'").is_ok());
     }
 }

@@ -138,17 +138,47 @@ mod tests {
             err.reason
                 .starts_with(r#"invalid tag "a b": character ' '"#)
         );
-        assert!(validate_tier_name("").is_err());
-        assert!(validate_policy_id(&"p".repeat(254)).is_err());
-        assert!(validate_endpoint_id("eth0/1").is_err());
+        assert!(
+            validate_tier_name("")
+                .unwrap_err()
+                .reason
+                .contains("tier name must not be empty")
+        );
+        assert!(
+            validate_policy_id(&"p".repeat(254))
+                .unwrap_err()
+                .reason
+                .contains("254 bytes long, the limit is 253")
+        );
+        assert!(
+            validate_endpoint_id("eth0/1")
+                .unwrap_err()
+                .reason
+                .contains("character '/' is not allowed")
+        );
     }
 
     #[test]
     fn segments_only_refuse_slashes_and_whitespace() {
         assert!(validate_hostname("node-1.example.com").is_ok());
         assert!(validate_workload_id("kube-system.dns:1").is_ok());
-        assert!(validate_hostname("a/b").is_err());
-        assert!(validate_orchestrator_id("..").is_err());
-        assert!(validate_workload_id("a b").is_err());
+        assert!(
+            validate_hostname("a/b")
+                .unwrap_err()
+                .reason
+                .contains("invalid hostname \"a/b\": character '/'")
+        );
+        assert!(
+            validate_orchestrator_id("..")
+                .unwrap_err()
+                .reason
+                .contains("not a usable key segment")
+        );
+        assert!(
+            validate_workload_id("a b")
+                .unwrap_err()
+                .reason
+                .contains("character ' ' is not allowed in a key segment")
+        );
     }
 }

@@ -208,6 +208,12 @@ mod tests {
             serde_json::to_string(&Order::Default).unwrap(),
             "\"default\""
         );
-        assert!(Order::Number(f64::NAN).validate().is_err());
+        assert!(
+            Order::Number(f64::NAN)
+                .validate()
+                .unwrap_err()
+                .reason
+                .contains("invalid order NaN")
+        );
     }
 }

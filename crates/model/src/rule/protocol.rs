@@ -206,8 +206,16 @@ mod tests {
         assert_eq!(Protocol::from_number(58), Protocol::Icmpv6);
         assert_eq!(Protocol::parse("47"), Ok(Protocol::Number(47)));
         assert_eq!(Protocol::Udplite.number(), 136);
-        assert!(Protocol::parse("0").is_err());
-        assert!(Protocol::parse("TCP").is_err());
+        assert!(
+            Protocol::parse("0")
+                .unwrap_err()
+                .contains("expected tcp, udp")
+        );
+        assert!(
+            Protocol::parse("TCP")
+                .unwrap_err()
+                .contains("expected tcp, udp")
+        );
     }
 
     #[test]
