@@ -1,7 +1,7 @@
 //! The scale scenario shared by `examples/scale.rs` and `benches/calc.rs`: endpoints on hosts of
 //! 100 each, 1,000 profiles, 2,000 policies in 5 tiers.
 
-#![allow(dead_code)] // each user takes what it needs
+#![allow(dead_code, reason = "each user takes what it needs")]
 
 /// The reference cluster of docs/benchmarks.md, generated deterministically.
 pub struct Scenario {

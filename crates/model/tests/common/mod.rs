@@ -1,7 +1,7 @@
 //! Helpers the model's integration tests share: the seed fixtures, the round trip, refusals.
 
 // Each test file uses some of these.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary uses a part of these helpers")]
 
 use std::fmt::Debug;
 
