@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore};
-use calico_lab::Lab;
+use calico_lab::{Lab, sh};
 
 mod common;
 use common::{Down, lab, lab_bin};
@@ -117,24 +117,14 @@ fn plain_veth_iperf() -> f64 {
         ip(&["-n", ns, "link", "set", "eth0", "up"]);
         ip(&["-n", ns, "link", "set", "lo", "up"]);
     }
-    let mut server = Command::new("ip")
-        .args(["netns", "exec", &b, "iperf3", "-s", "-1"])
+    let mut server = sh::command_in(&b, "iperf3")
+        .args(["-s", "-1"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_secs(1));
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &a,
-            "iperf3",
-            "-c",
-            "10.67.0.2",
-            "-t",
-            "3",
-            "-J",
-        ])
+    let out = sh::command_in(&a, "iperf3")
+        .args(["-c", "10.67.0.2", "-t", "3", "-J"])
         .output()
         .unwrap();
     let _ = server.wait();

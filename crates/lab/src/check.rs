@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use calico_linux::{Netns, in_netns};
 
 use crate::probe::{Outcome, Target};
+use crate::sh;
 use crate::state::{Lab, Workload};
 
 /// The port Felix serves Prometheus metrics on in the lab's hosts.
@@ -25,9 +26,7 @@ pub async fn probe_from(
     let me = std::env::var_os("CALICO_LAB_BIN")
         .map(std::path::PathBuf::from)
         .map_or_else(std::env::current_exe, Ok)?;
-    let out = tokio::process::Command::new("ip")
-        .args(["netns", "exec", &workload.netns])
-        .arg(me)
+    let out = tokio::process::Command::from(sh::command_in(&workload.netns, me))
         .args(["probe", "--timeout-ms", &wait.as_millis().to_string()])
         .args(targets.iter().map(Target::to_string))
         .output()

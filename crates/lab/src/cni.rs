@@ -3,11 +3,11 @@
 
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::process::Command;
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
+use crate::sh;
 use crate::state::{Host, Lab};
 
 /// The lab's CNI network: also the name of the profile its workloads start with.
@@ -71,17 +71,15 @@ pub fn call(
     } else {
         format!("/run/netns/{netns}")
     };
-    let mut cni = Command::new("ip");
-    cni.args(["netns", "exec", &host.netns])
-        .arg(dir.join("calico"))
-        .env("CNI_COMMAND", command)
+    let mut cni = sh::command_in(&host.netns, dir.join("calico"));
+    cni.env("CNI_COMMAND", command)
         .env("CNI_CONTAINERID", container)
         .env("CNI_NETNS", netns_path)
         .env("CNI_IFNAME", "eth0")
         .env("CNI_ARGS", args)
         .env("CNI_PATH", format!("{}:/usr/lib/cni", dir.display()));
     let config = network_config(host).to_string();
-    let out = run_with_stdin(&mut cni, &config)?;
+    let out = sh::output_with_stdin(&mut cni, &config).context("cannot run the CNI plugin")?;
     let log = lab.log_path(&format!("cni-{container}"));
     let _ = std::fs::write(&log, &out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -97,24 +95,6 @@ pub fn call(
         return Ok(Value::Null);
     }
     serde_json::from_str(&stdout).with_context(|| format!("CNI {command} printed {stdout}"))
-}
-
-/// Runs `command` with `input` on stdin.
-fn run_with_stdin(command: &mut Command, input: &str) -> anyhow::Result<std::process::Output> {
-    use std::io::Write;
-    use std::process::Stdio;
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("cannot run the CNI plugin")?;
-    let _ = child
-        .stdin
-        .take()
-        .expect("stdin is piped")
-        .write_all(input.as_bytes());
-    Ok(child.wait_with_output()?)
 }
 
 /// The addresses of an ADD result.

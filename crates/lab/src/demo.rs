@@ -10,9 +10,11 @@ use anyhow::Context;
 use calico_datastore::Datastore;
 
 use crate::check::{matrix, render};
-use crate::cluster::{self, UpOptions, WorkloadSpec, connect};
+use crate::cluster::{self, UpOptions};
+use crate::etcd::connect;
 use crate::ready::{ADD_LIMIT, wait_programmed};
 use crate::state::Lab;
+use crate::workloads::{self, WorkloadSpec};
 
 const PROFILES: &str = include_str!("../../../examples/30-profiles.json");
 const FAILSAFE: &str = include_str!("../../../examples/10-failsafe-tier.json");
@@ -67,7 +69,7 @@ pub async fn run(name: &str) -> anyhow::Result<()> {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         };
-        cluster::add_workload(&mut lab, &spec, ADD_LIMIT).await?;
+        workloads::add_workload(&mut lab, &spec, ADD_LIMIT).await?;
         println!("  {wname:9} {ip:11} on {host}");
     }
     show(&lab, 5432).await?;

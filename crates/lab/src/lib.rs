@@ -3,17 +3,38 @@
 //! plugin, and tools to see what gets through. Used by the demo, the end-to-end tests
 //! and the system benchmarks; its command line is documented in `docs/lab.md`.
 
+//!
+//! Where things live:
+//! - [`cluster`]: bringing a lab up and down (the order of things, and waiting until it settled);
+//! - [`topology`]: the fabric, the host subnets, the hosts' namespaces and addresses;
+//! - [`processes`]: spawning, finding, stopping and restarting etcd, the relay, Felix,
+//!   calico-node and echo servers;
+//! - [`etcd`]: connecting to the lab's etcd and what `up` writes into it first;
+//! - [`workloads`]: plugging workloads in and out through CNI, their profiles and labels;
+//! - [`cni`]: calling the `calico` CNI plugin as a runtime does;
+//! - [`ready`]: waiting (by polling) until Felix, BGP, routes and servers are there;
+//! - [`check`], [`probe`]: what gets through; [`demo`]: the demo walk-through;
+//! - [`relay`], [`supervise`]: the hidden commands the lab's processes run as;
+//! - [`sh`]: running tools, in a namespace or not (the one place that does);
+//! - [`logs`]: log tails for errors; [`state`]: the lab's state file.
+
 pub mod check;
 pub mod cluster;
 pub mod cni;
 pub mod demo;
+pub mod etcd;
+pub mod logs;
 pub mod probe;
+pub mod processes;
 pub mod ready;
 pub mod relay;
 pub mod sh;
 pub mod state;
 pub mod supervise;
+pub mod topology;
+pub mod workloads;
 
-pub use cluster::{UpOptions, WorkloadSpec};
+pub use cluster::UpOptions;
 pub use probe::{Outcome, Target};
 pub use state::Lab;
+pub use workloads::WorkloadSpec;

@@ -11,7 +11,8 @@ use anyhow::bail;
 use calico_datastore::{Datastore, EtcdDatastore};
 
 use crate::check::applied_revision;
-use crate::cluster::{connect, pid_alive};
+use crate::etcd::connect;
+use crate::processes::pid_alive;
 use crate::sh;
 use crate::state::{FABRIC_IP, FABRIC_IP6, Host, Lab, Workload};
 
@@ -27,6 +28,24 @@ const MARKER: &str = "/calico/v1/lab-sync";
 pub const VXLAN_DEVICE: &str = "vxlan.calico";
 /// The line the echo server prints once it listens on every port.
 pub const SERVING: &str = "echo server listening";
+
+/// Polls `check` until it yields a value or `limit` passes.
+pub async fn poll<T>(
+    what: &str,
+    limit: Duration,
+    mut check: impl FnMut() -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = check()? {
+            return Ok(value);
+        }
+        if Instant::now() >= deadline {
+            bail!("timed out after {limit:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
 
 /// When to give up, and the limit it came from (for messages).
 #[derive(Debug, Clone, Copy)]

@@ -1,26 +1,18 @@
 //! Running the tools the lab drives (`ip`, `sysctl`, ...), with errors that say what ran and
-//! what it printed.
+//! what it printed. The lab's one place that runs a program inside a network namespace and that
+//! feeds a child's stdin: tools that finish go through `calico_linux::Netns::run`; processes
+//! that need their own environment, stream their output or outlive the call get a
+//! [`command_in`].
 
-use std::process::{Command, Stdio};
+use std::ffi::OsStr;
+use std::process::{Command, Output, Stdio};
 
 use anyhow::{Context, bail};
+use calico_linux::Netns;
 
 /// Runs `program args` and returns its stdout; fails with its stderr.
 pub fn run(program: &str, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {program} (is it installed?)"))?;
-    if !out.status.success() {
-        bail!(
-            "{program} {} failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(Netns::current().run(program, args, "")?)
 }
 
 /// `ip args...`.
@@ -28,11 +20,38 @@ pub fn ip(args: &[&str]) -> anyhow::Result<String> {
     run("ip", args)
 }
 
-/// `ip netns exec <ns> program args...`.
+/// Runs `program args` inside the named namespace and returns its stdout; fails with its
+/// stderr.
 pub fn in_ns(ns: &str, program: &str, args: &[&str]) -> anyhow::Result<String> {
-    let mut all = vec!["netns", "exec", ns, program];
-    all.extend_from_slice(args);
-    run("ip", &all)
+    Netns::named(ns)
+        .run(program, args, "")
+        .with_context(|| format!("in namespace {ns}"))
+}
+
+/// A command that runs `program` inside the named namespace (`ip netns exec`, which also gives
+/// it the namespace's `/sys`): add arguments, environment and stdio, then spawn it.
+pub fn command_in(ns: &str, program: impl AsRef<OsStr>) -> Command {
+    let mut command = Command::new("ip");
+    command.args(["netns", "exec", ns]).arg(program);
+    command
+}
+
+/// Runs `command` with `input` on stdin and collects its output, whatever its exit status.
+pub fn output_with_stdin(command: &mut Command, input: &str) -> anyhow::Result<Output> {
+    use std::io::Write;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot run {:?}", command.get_program()))?;
+    // A program that exits without reading its input is not an error here: its status says why.
+    let _ = child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(input.as_bytes());
+    Ok(child.wait_with_output()?)
 }
 
 /// Sets a sysctl inside a namespace (`net.ipv4.ip_forward=1`).

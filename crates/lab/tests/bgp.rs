@@ -6,21 +6,13 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use calico_testkit::eventually;
 use common::{BIN, OPEN, TestLab};
 
-/// Polls `check` for up to 30 s.
-fn eventually(what: &str, mut check: impl FnMut() -> Result<(), String>) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match check() {
-            Ok(()) => return,
-            Err(why) if Instant::now() > deadline => panic!("{what}: {why}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
-}
+/// How long a BGP change may take to show.
+const WAIT: Duration = Duration::from_secs(30);
 
 fn routes(lab: &TestLab, host: &str) -> String {
     let out = lab.in_host(host, "ip", &["route"]);
@@ -121,7 +113,7 @@ fn mesh_block_routes_borrowed_addresses_route_reflection_and_a_stopped_host() {
     );
     all_reach(&lab, &workloads);
     // Two peers, over IPv4 and IPv6 (the IPv6 sessions may still be connecting).
-    eventually("host1's four mesh sessions are established", || {
+    eventually("host1's four mesh sessions are established", WAIT, || {
         let status = node_status(&lab, "host1");
         let sessions = status.matches(" mesh ").count();
         if sessions == 4 && status.matches("Established").count() == 4 {
@@ -157,7 +149,7 @@ fn mesh_block_routes_borrowed_addresses_route_reflection_and_a_stopped_host() {
     // host3 now hear each other's routes through host1.
     lab.put("/calico/bgp/v1/host/host1/rr_cluster_id", "1.0.0.1");
     lab.put("/calico/bgp/v1/global/node_mesh", r#"{"enabled": false}"#);
-    eventually("host2 peers only with the reflector", || {
+    eventually("host2 peers only with the reflector", WAIT, || {
         let status = node_status(&lab, "host2");
         let only_rr = !status.contains("10.99.0.13") && !status.contains(" mesh ");
         if only_rr && status.matches("Established").count() == 2 {
@@ -181,7 +173,7 @@ fn mesh_block_routes_borrowed_addresses_route_reflection_and_a_stopped_host() {
     )
     .unwrap();
     let block3 = blocks_of(&lab, "host3");
-    eventually("host1 forgets host3's block", || {
+    eventually("host1 forgets host3's block", WAIT, || {
         let on1 = routes(&lab, "host1");
         match block3.iter().find(|b| on1.contains(b.as_str())) {
             Some(b) => Err(format!("{b} still routed:\n{on1}")),
@@ -224,7 +216,7 @@ fn route_reflectors_without_the_mesh_and_bird_restarted_after_a_kill() {
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    eventually("BIRD is restarted on host2", || {
+    eventually("BIRD is restarted on host2", WAIT, || {
         match pid_in(&lab, "host2", "bird") {
             Some(pid) if pid != bird => Ok(()),
             other => Err(format!("bird pid {other:?}")),
@@ -236,7 +228,7 @@ fn route_reflectors_without_the_mesh_and_bird_restarted_after_a_kill() {
     // The mesh switched back on, without reflectors: still connected.
     lab.del("/calico/bgp/v1/host/host1/rr_cluster_id");
     lab.put("/calico/bgp/v1/global/node_mesh", r#"{"enabled": true}"#);
-    eventually("host2 meshes with host3", || {
+    eventually("host2 meshes with host3", WAIT, || {
         let status = node_status(&lab, "host2");
         if status.contains("10.99.0.13") && status.matches("Established").count() == 4 {
             Ok(())

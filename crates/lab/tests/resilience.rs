@@ -4,8 +4,9 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use calico_testkit::eventually;
 use common::{BIN, OPEN, TestLab};
 
 const W1: &str = "10.65.1.1";
@@ -27,15 +28,16 @@ fn ruleset(lab: &TestLab, host: &str) -> String {
     all
 }
 
-fn eventually(lab: &TestLab, what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if check() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
+/// How long a repair or restart may take.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A check's outcome for [`eventually`]: a failure carries the Felix logs, shown on timeout.
+fn or_felix_logs(lab: &TestLab, done: bool) -> Result<(), String> {
+    if done {
+        Ok(())
+    } else {
+        Err(format!("\n{}", lab.felix_logs()))
     }
-    panic!("timed out waiting for {what}\n{}", lab.felix_logs());
 }
 
 /// FAQ 6.4: restarting Felix (even kill -9) never cuts traffic, and the restarted Felix
@@ -123,21 +125,25 @@ fn a_restart_for_a_configuration_change_keeps_flows() {
         );
         String::from_utf8_lossy(&out.stdout).contains(W2)
     };
-    eventually(&lab, "the flow to be established", established);
+    eventually("the flow to be established", WAIT, || {
+        or_felix_logs(&lab, established())
+    });
 
     lab.put("/calico/v1/host/host2/config/HealthPort", "9199");
     let log = lab.state().log_path("felix-host2");
     eventually(
-        &lab,
         "Felix on host2 restarting for the new health port",
+        WAIT,
         || {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
-            text.contains("restarting Felix to apply it") && text.contains("starting it again")
+            let restarted =
+                text.contains("restarting Felix to apply it") && text.contains("starting it again");
+            or_felix_logs(&lab, restarted)
         },
     );
-    eventually(&lab, "the restarted Felix serving health on 9199", || {
+    eventually("the restarted Felix serving health on 9199", WAIT, || {
         let out = lab.in_host("host2", "ss", &["-Hltn", "sport = :9199"]);
-        !out.stdout.is_empty()
+        or_felix_logs(&lab, !out.stdout.is_empty())
     });
     lab.wait();
     let out = flow.wait_with_output().unwrap();
@@ -172,12 +178,12 @@ fn drift_is_repaired() {
     let del_rule = lab.in_host("host2", "iptables", &["-F", "cali-wl-in"]);
     assert!(del_rule.status.success());
 
-    eventually(&lab, "the route to come back", || {
+    eventually("the route to come back", WAIT, || {
         let routes = lab.in_host("host2", "ip", &["route", "show", "proto", "80"]);
-        String::from_utf8_lossy(&routes.stdout).contains(W2)
+        or_felix_logs(&lab, String::from_utf8_lossy(&routes.stdout).contains(W2))
     });
-    eventually(&lab, "the rules to come back", || {
-        ruleset(&lab, "host2") == before
+    eventually("the rules to come back", WAIT, || {
+        or_felix_logs(&lab, ruleset(&lab, "host2") == before)
     });
     assert!(lab.tcp("client", W2, 80));
     let log = std::fs::read_to_string(lab.state().log_path("felix-host2")).unwrap();
@@ -218,9 +224,9 @@ fn etcd_outage_keeps_the_dataplane_and_resyncs() {
         assert!(heal.status.success());
     }
     eventually(
-        &lab,
         "host2 to apply the delete made during the outage",
-        || !lab.tcp("client", W2, 80),
+        WAIT,
+        || or_felix_logs(&lab, !lab.tcp("client", W2, 80)),
     );
     lab.wait();
 }

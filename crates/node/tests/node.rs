@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use calico_testkit::{EtcdServer, NetNs, require_tool};
 
@@ -18,18 +18,21 @@ impl Drop for Running {
     }
 }
 
-fn eventually(what: &str, log: &Path, mut check: impl FnMut() -> Option<String>) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(found) = check() {
-            return found;
+/// Waits (up to 30 s) until `check` finds something, and returns it; a timeout shows
+/// calico-node's log.
+fn until_found(what: &str, log: &Path, mut check: impl FnMut() -> Option<String>) -> String {
+    let mut found = None;
+    calico_testkit::eventually(what, Duration::from_secs(30), || {
+        found = check();
+        match found {
+            Some(_) => Ok(()),
+            None => Err(format!(
+                "calico-node's log:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            )),
         }
-        if Instant::now() > deadline {
-            let log = std::fs::read_to_string(log).unwrap_or_default();
-            panic!("timed out waiting for {what}; calico-node's log:\n{log}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    });
+    found.expect("eventually returns once check found something")
 }
 
 fn get(etcd: &EtcdServer, key: &str) -> Option<String> {
@@ -105,7 +108,7 @@ fn registers_supervises_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
     let mut node = Running { child };
 
     // Registration: the detected address, the given IPv6 address and AS number.
-    let ip = eventually("registration", &log, || {
+    let ip = until_found("registration", &log, || {
         get(&etcd, "/calico/bgp/v1/host/node-a/ip_addr_v4")
     });
     assert_eq!(ip, "10.98.0.5");
@@ -118,7 +121,7 @@ fn registers_supervises_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
         Some("64700")
     );
     // Felix runs (it reports its status) and so does BIRD, with the rendered configuration.
-    eventually("Felix's status", &log, || {
+    until_found("Felix's status", &log, || {
         get(&etcd, "/calico/felix/v1/host/node-a/status")
     });
     let socket = run_dir.path().join("bird.ctl");
@@ -130,7 +133,7 @@ fn registers_supervises_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    eventually("BIRD answering", &log, || {
+    until_found("BIRD answering", &log, || {
         birdc(&["show", "status"])
             .contains("Daemon is up")
             .then_some(String::new())
@@ -145,7 +148,7 @@ fn registers_supervises_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
     // stays, and the log says why.
     let bad = r#"{"ip": "fe80::1", "as_num": 64701}"#;
     etcd.etcdctl(&["put", "/calico/bgp/v1/global/peer_v6/fe80::1", bad]);
-    eventually("the rejection in the log", &log, || {
+    until_found("the rejection in the log", &log, || {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         text.contains("BIRD rejects the new configuration")
             .then_some(text)
@@ -159,7 +162,7 @@ fn registers_supervises_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
         "/calico/bgp/v1/global/peer_v4/10.98.0.9",
         r#"{"ip": "10.98.0.9", "as_num": 64701}"#,
     ]);
-    eventually("the new peer in BIRD", &log, || {
+    until_found("the new peer in BIRD", &log, || {
         birdc(&["show", "protocols"])
             .contains("Global_10_98_0_9")
             .then_some(String::new())
@@ -173,13 +176,13 @@ fn registers_supervises_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
             nix::sys::signal::Signal::SIGKILL,
         )
         .unwrap();
-        eventually(&format!("{name} restarted"), &log, || {
+        until_found(&format!("{name} restarted"), &log, || {
             pid_of(&host, name)
                 .filter(|pid| *pid != old)
                 .map(|pid| pid.to_string())
         });
     }
-    eventually("BIRD answering again", &log, || {
+    until_found("BIRD answering again", &log, || {
         birdc(&["show", "protocols"])
             .contains("Global_10_98_0_9")
             .then_some(String::new())
@@ -192,7 +195,7 @@ fn registers_supervises_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
     )
     .ok();
     let _ = node.child.wait();
-    eventually("no processes left", &log, || {
+    until_found("no processes left", &log, || {
         let left: Vec<String> = host
             .processes()
             .into_iter()
@@ -298,7 +301,7 @@ fn writes_the_vxlan_tunnel_endpoint_when_a_pool_has_vxlan_and_keeps_its_address(
     let run_dir = tempfile::tempdir().unwrap();
     let log = run_dir.path().join("node.log");
     let node = start_node(&host, &etcd, name, run_dir.path(), &log);
-    eventually("the pass without VXLAN", &log, || {
+    until_found("the pass without VXLAN", &log, || {
         log_contains(&log, "no pool has VXLAN")
     });
     assert_eq!(get(&etcd, key), None);
@@ -307,7 +310,7 @@ fn writes_the_vxlan_tunnel_endpoint_when_a_pool_has_vxlan_and_keeps_its_address(
     // A VXLAN pool: the record appears, with an address of that pool held by the handle.
     let pool = r#"{"cidr": "10.65.0.0/16", "vxlan_mode": "always"}"#;
     etcd.etcdctl(&["put", "/calico/v1/ipam/v4/pool/10.65.0.0-16", pool]);
-    let text = eventually("the VXLAN tunnel record", &log, || get(&etcd, key));
+    let text = until_found("the VXLAN tunnel record", &log, || get(&etcd, key));
     let tunnel: VxlanTunnel = calico_model::from_json(&text).unwrap();
     let vxlan_pool: Ipv4Net = "10.65.0.0/16".parse().unwrap();
     assert!(vxlan_pool.contains(&tunnel.address), "{text}");
@@ -339,7 +342,7 @@ fn writes_the_vxlan_tunnel_endpoint_when_a_pool_has_vxlan_and_keeps_its_address(
     stop_node(node);
     let log = run_dir.path().join("node-2.log");
     let node = start_node(&host, &etcd, name, run_dir.path(), &log);
-    eventually("the up-to-date pass", &log, || {
+    until_found("the up-to-date pass", &log, || {
         log_contains(&log, "the VXLAN tunnel endpoint is up to date")
     });
     assert_eq!(mod_revision(&etcd, key), Some(revision));
@@ -347,7 +350,7 @@ fn writes_the_vxlan_tunnel_endpoint_when_a_pool_has_vxlan_and_keeps_its_address(
 
     // The record lost: it comes back with the handle's address, nothing more is assigned.
     etcd.etcdctl(&["del", key]);
-    let again = eventually("the record rewritten", &log, || get(&etcd, key));
+    let again = until_found("the record rewritten", &log, || get(&etcd, key));
     let again: VxlanTunnel = calico_model::from_json(&again).unwrap();
     assert_eq!(again, tunnel);
     assert_eq!(held(&etcd), blocks);
@@ -355,7 +358,7 @@ fn writes_the_vxlan_tunnel_endpoint_when_a_pool_has_vxlan_and_keeps_its_address(
     // No pool has VXLAN any more: the record goes and the address is released.
     let never = r#"{"cidr": "10.65.0.0/16", "vxlan_mode": "never"}"#;
     etcd.etcdctl(&["put", "/calico/v1/ipam/v4/pool/10.65.0.0-16", never]);
-    eventually("the record removed", &log, || {
+    until_found("the record removed", &log, || {
         (get(&etcd, key).is_none() && handle_blocks(&etcd, handle).is_none())
             .then_some(String::new())
     });

@@ -116,11 +116,7 @@ impl EtcdServer {
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let mut command = match &self.netns {
             None => Command::new("etcd"),
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns, "etcd"]);
-                c
-            }
+            Some(ns) => crate::netns::command_in(ns, "etcd"),
         };
         command
             .arg("--name=test")
@@ -197,11 +193,7 @@ impl EtcdServer {
         let endpoint = format!("--endpoints={}", self.endpoint());
         let mut command = match &self.netns {
             None => Command::new("etcdctl"),
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns, "etcdctl"]);
-                c
-            }
+            Some(ns) => crate::netns::command_in(ns, "etcdctl"),
         };
         command
             .env("ETCDCTL_API", "3")

@@ -49,10 +49,8 @@ impl NetNs {
     /// Runs a command inside the namespace, with `stdin` as its input.
     pub fn run(&self, program: &str, args: &[&str], stdin: &str) -> Output {
         require_tool(program);
-        let mut command = Command::new("ip");
-        command
-            .args(["netns", "exec", &self.name, program])
-            .args(args);
+        let mut command = command_in(&self.name, program);
+        command.args(args);
         crate::output_with_stdin(&mut command, stdin)
     }
 
@@ -67,6 +65,15 @@ impl NetNs {
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
+}
+
+/// A command that runs `program` inside the named namespace (`ip netns exec`): the testkit's
+/// one place that builds it (the testkit cannot use `calico_linux::Netns`, whose tests use the
+/// testkit).
+pub fn command_in(netns: &str, program: &str) -> Command {
+    let mut command = Command::new("ip");
+    command.args(["netns", "exec", netns, program]);
+    command
 }
 
 /// The processes in the named namespace (`ip netns pids`): pid and command name.

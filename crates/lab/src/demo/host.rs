@@ -4,8 +4,6 @@
 //! fabric's namespaces, and to the workloads.
 
 use std::net::{IpAddr, SocketAddr};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -13,8 +11,9 @@ use calico_datastore::{Datastore, EtcdDatastore};
 
 use super::say;
 use crate::check::probe_from;
-use crate::cluster::connect;
+use crate::etcd::connect;
 use crate::probe::{Outcome, Target};
+use crate::processes;
 use crate::ready::{self, Deadline, Progress, wait_programmed};
 use crate::sh;
 use crate::state::{ETCD_PORT, FABRIC_IP, Lab};
@@ -296,25 +295,17 @@ async fn start_server(lab: &Lab, node: &str, ports: &[u16]) -> anyhow::Result<()
         return Ok(());
     }
     let log = lab.log_path(&format!("serve-{node}"));
-    let out =
-        std::fs::File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
     let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
-    let child = Command::new("ip")
-        .args(["netns", "exec", netns])
-        .arg(std::env::current_exe()?)
-        .args(["serve", "--ports", &ports.join(",")])
-        .stdin(Stdio::null())
-        .stdout(out.try_clone()?)
-        .stderr(out)
-        .process_group(0)
-        .spawn()
-        .context("cannot start the echo server")?;
-    ready::serving(
-        child.id() as i32,
+    let me = std::env::current_exe()?;
+    let pid = processes::spawn(
+        Some(netns),
+        &me,
+        &["serve", "--ports", &ports.join(",")],
+        &[],
         &log,
-        Deadline::after(Duration::from_secs(10)),
     )
-    .await
+    .context("cannot start the echo server")?;
+    ready::serving(pid, &log, Deadline::after(Duration::from_secs(10))).await
 }
 
 /// Runs the probes, one line each: what, the outcome, and a warning if it is not the expected

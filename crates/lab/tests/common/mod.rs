@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use calico_lab::Lab;
+use calico_lab::{Lab, sh};
 use calico_testkit::require_tool;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_calico-lab");
@@ -198,9 +198,8 @@ impl TestLab {
         args.extend(targets.iter().map(String::as_str));
         let out = match runner {
             ["netns-exec", netns] => {
-                let out = Command::new("ip")
-                    .args(["netns", "exec", netns])
-                    .args(&args)
+                let out = sh::command_in(netns, args[0])
+                    .args(&args[1..])
                     .output()
                     .expect("ip netns exec runs");
                 assert!(
@@ -234,16 +233,8 @@ impl TestLab {
     pub fn serve_in(&self, node: &str, ports: &[u16]) -> Background {
         let netns = self.netns(node);
         let list: Vec<String> = ports.iter().map(u16::to_string).collect();
-        let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &netns,
-                BIN,
-                "serve",
-                "--ports",
-                &list.join(","),
-            ])
+        let child = sh::command_in(&netns, BIN)
+            .args(["serve", "--ports", &list.join(",")])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .spawn()
@@ -255,8 +246,8 @@ impl TestLab {
                 &format!("the echo server on port {port} in {netns}"),
                 std::time::Duration::from_secs(10),
                 || {
-                    let out = Command::new("ip")
-                        .args(["netns", "exec", &netns, "ss", "-Hltn", &filter])
+                    let out = sh::command_in(&netns, "ss")
+                        .args(["-Hltn", &filter])
                         .output()
                         .map_err(|e| e.to_string())?;
                     match out.stdout.is_empty() {
@@ -290,8 +281,7 @@ impl TestLab {
     /// Runs a command in the host's namespace.
     pub fn in_host(&self, host: &str, program: &str, args: &[&str]) -> Output {
         let netns = format!("{}.{host}", self.name);
-        Command::new("ip")
-            .args(["netns", "exec", &netns, program])
+        sh::command_in(&netns, program)
             .args(args)
             .output()
             .expect("ip netns exec runs")
