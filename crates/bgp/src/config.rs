@@ -10,13 +10,51 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use calico_model::bgp::{AsNumber, BgpPeer};
-use calico_model::key::PeerScope;
+use calico_model::key::{BGP_V1, PeerScope};
 use calico_model::pool::IpPool;
 use calico_model::{IpVersion, Key, Value};
 use ipnet::IpNet;
 
 /// The AS number when none is configured (Calico's default).
 pub const DEFAULT_AS: AsNumber = AsNumber(64512);
+
+/// The datastore prefixes whose keys make up the BGP configuration: of one host (`Some(host)`:
+/// what `calico-node` watches to render that host's BIRD configuration) or of the whole cluster
+/// (`None`: what `calicoctl node list` reads). Every key [`BgpConfig::is_relevant`] accepts for
+/// that scope lies under one of them, in both trees:
+///
+/// - `/calico/bgp/v1/`: AS numbers, the mesh, peers, each host's addresses, AS, route-reflector
+///   cluster id and log level;
+/// - `/calico/v1/config/bgp_`: the 1.x mesh switch and global peers;
+/// - `/calico/v1/host/<host>/bgp_peer_`: the 1.x peers of the host (for the whole cluster
+///   every host's: `/calico/v1/host/`, which also holds endpoints; filter with `is_relevant`);
+/// - `/calico/v1/ipam/`: the pools;
+/// - `/calico/ipam/v2/host/<host>/`: the host's block affinities (every host's for `None`).
+///
+/// This is the one list: `calico-node` and `calicoctl` both use it, so they cannot disagree on
+/// whether, say, the mesh is on.
+pub fn datastore_prefixes(host: Option<&str>) -> Vec<String> {
+    let (legacy_peers, affinities) = match host {
+        Some(host) => (
+            format!("/calico/v1/host/{host}/bgp_peer_"),
+            format!("/calico/ipam/v2/host/{host}/"),
+        ),
+        None => (
+            "/calico/v1/host/".to_owned(),
+            "/calico/ipam/v2/host/".to_owned(),
+        ),
+    };
+    vec![
+        format!("{BGP_V1}/"),
+        "/calico/v1/config/bgp_".to_owned(),
+        legacy_peers,
+        POOLS.to_owned(),
+        affinities,
+    ]
+}
+
+/// The prefix of the pools (and the v1 IPAM configuration).
+pub const POOLS: &str = "/calico/v1/ipam/";
 
 /// What the datastore says about one host.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -224,6 +262,44 @@ mod tests {
         let key = Key::parse(key).unwrap();
         let value = parse_value(&key, value).unwrap();
         config.apply(&key, Some(&value));
+    }
+
+    /// Every key the configuration is made from lies under one of the prefixes, for the host
+    /// (its own keys) and for the whole cluster (every host's).
+    #[test]
+    fn the_prefixes_cover_every_key_the_config_reads() {
+        let keys = [
+            "/calico/bgp/v1/global/as_num",
+            "/calico/bgp/v1/global/node_mesh",
+            "/calico/bgp/v1/global/loglevel",
+            "/calico/bgp/v1/global/peer_v4/192.0.2.1",
+            "/calico/bgp/v1/host/h1/peer_v6/2001:db8::1",
+            "/calico/bgp/v1/host/h1/ip_addr_v4",
+            "/calico/bgp/v1/host/h1/as_num",
+            "/calico/bgp/v1/host/h1/rr_cluster_id",
+            "/calico/bgp/v1/host/h1/loglevel",
+            "/calico/v1/config/bgp_node_mesh",
+            "/calico/v1/config/bgp_peer_v4/192.0.2.1",
+            "/calico/v1/host/h1/bgp_peer_v4/192.0.2.2",
+            "/calico/v1/ipam/v4/pool/10.0.0.0-16",
+            "/calico/ipam/v2/host/h1/ipv4/block/10.0.0.0-26",
+        ];
+        for key in keys {
+            let parsed = Key::parse(key).unwrap();
+            assert!(BgpConfig::is_relevant(&parsed), "{key}");
+            for host in [Some("h1"), None] {
+                assert!(
+                    datastore_prefixes(host).iter().any(|p| key.starts_with(p)),
+                    "{key} is not under the prefixes for {host:?}"
+                );
+            }
+        }
+        let other = datastore_prefixes(Some("h2"));
+        assert!(
+            !other
+                .iter()
+                .any(|p| "/calico/v1/host/h1/bgp_peer_v4/192.0.2.2".starts_with(p))
+        );
     }
 
     #[test]

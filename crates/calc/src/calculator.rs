@@ -190,7 +190,7 @@ impl Calculator {
             .as_ref()
             .and_then(|k| self.cluster.endpoints.get(k))
             .map(|e| e.profile_ids.clone());
-        let applied = self.cluster.apply_parsed(key, &parsed, value);
+        let applied = self.cluster.apply_parsed(&parsed, value);
         if applied == Applied::Ignored {
             return applied;
         }

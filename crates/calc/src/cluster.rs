@@ -1,6 +1,7 @@
 //! The cluster as the datastore describes it: endpoints, profiles, tiers and policies, kept up to
-//! date from datastore updates. Invalid values are logged at WARNING with the key and reason and
-//! treated as missing, so a workload with bad config fails closed and is picked up again once
+//! date from datastore updates. Invalid values are treated as missing and reported back
+//! ([`Applied::Invalid`]) for the caller to log with `calico_model::invalid_warning` (calc itself
+//! does not log, so each invalid update is logged exactly once), so a workload with bad config fails closed and is picked up again once
 //! its config is fixed.
 
 use std::collections::BTreeMap;
@@ -163,13 +164,13 @@ impl Cluster {
     /// Applies one datastore update: `Some(value)` for a put, `None` for a delete.
     pub fn apply(&mut self, key: &str, value: Option<&str>) -> Applied {
         match Key::parse(key) {
-            Ok(parsed) => self.apply_parsed(key, &parsed, value),
+            Ok(parsed) => self.apply_parsed(&parsed, value),
             Err(_) => Applied::Ignored,
         }
     }
 
     /// [`Cluster::apply`] for a key already parsed.
-    pub fn apply_parsed(&mut self, key: &str, parsed: &Key, value: Option<&str>) -> Applied {
+    pub fn apply_parsed(&mut self, parsed: &Key, value: Option<&str>) -> Applied {
         if !self.uses(parsed) {
             return Applied::Ignored;
         }
@@ -188,7 +189,8 @@ impl Cluster {
                 Applied::Changed
             }
             Err(error) => {
-                tracing::warn!(key, %error, "invalid {}; treating it as missing", parsed.kind());
+                // Not logged here: the caller writes the one WARNING line
+                // (`calico_model::invalid_warning`), so each invalid update is logged once.
                 self.remove(parsed);
                 Applied::Invalid {
                     reason: error.to_string(),

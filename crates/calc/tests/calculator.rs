@@ -343,7 +343,7 @@ fn nat_mappings_are_programmed_and_routed() {
 }
 
 /// The model refuses a mapping whose int_ip is not one of the endpoint's nets: the endpoint is
-/// invalid (logged at WARNING with its key and the reason) and treated as missing.
+/// invalid (reported as `Applied::Invalid` for the caller to log) and treated as missing.
 #[test]
 fn a_nat_mapping_to_a_foreign_address_makes_the_endpoint_invalid() {
     let key = "/calico/v1/host/h1/workload/k8s/ns.a/endpoint/eth0";

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use calico_datastore::Datastore;
 use calico_ipam::Ipam;
-use calico_linux::{GatewayRoute, Link, Netlink, Netns, set_sysctl};
+use calico_linux::{
+    Family, GatewayRoute, Link, Netlink, Netns, set_sysctl, workload_interface_sysctls,
+};
 use calico_model::endpoint::WorkloadEndpoint;
 use calico_model::{Key, from_json};
 use ipnet::IpNet;
@@ -239,16 +241,10 @@ async fn plumb(
         .map_err(kernel)?
         .ok_or_else(|| CniError::new(code::KERNEL, format!("{veth} vanished after creation")))?;
     let ipv6 = addresses.iter().any(IpAddr::is_ipv6);
-    let mut settings = vec![
-        (format!("net/ipv4/conf/{veth}/proxy_arp"), "1"),
-        (format!("net/ipv4/neigh/{veth}/proxy_delay"), "0"),
-        (format!("net/ipv4/conf/{veth}/forwarding"), "1"),
-    ];
+    // The same host-side settings Felix applies (one list, in `calico_linux`).
+    let mut settings = workload_interface_sysctls(veth, Family::V4);
     if ipv6 {
-        // No duplicate address detection, so the link-local gateway answers at once.
-        settings.push((format!("net/ipv6/conf/{veth}/accept_dad"), "0"));
-        settings.push((format!("net/ipv6/conf/{veth}/proxy_ndp"), "1"));
-        settings.push((format!("net/ipv6/conf/{veth}/forwarding"), "1"));
+        settings.extend(workload_interface_sysctls(veth, Family::V6));
     }
     for (path, value) in &settings {
         set_sysctl(&here, path, value).map_err(|e| CniError::new(code::KERNEL, e.to_string()))?;

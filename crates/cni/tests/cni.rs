@@ -195,6 +195,19 @@ fn every_spec_version_adds_checks_and_deletes() {
             "",
         );
         assert_eq!(proxy_arp.trim(), "1");
+        // The rest of the settings Felix applies too (one list: `workload_interface_sysctls`).
+        for (setting, value) in [
+            ("rp_filter", "1"),
+            ("route_localnet", "1"),
+            ("forwarding", "1"),
+        ] {
+            let got = rig.host.run_ok(
+                "cat",
+                &[&format!("/proc/sys/net/ipv4/conf/{veth}/{setting}")],
+                "",
+            );
+            assert_eq!(got.trim(), value, "{setting}");
+        }
         // The endpoint Felix reads, and the network's default profile.
         let key = format!("/calico/v1/host/node1/workload/cni/{id}/endpoint/eth0");
         let endpoint = rig.get(&key).expect("the endpoint is written");

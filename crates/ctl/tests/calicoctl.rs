@@ -304,3 +304,41 @@ fn policy_explain_names_what_decided() {
     assert!(!bad.status.success());
     assert!(stderr(&bad).contains("not an endpoint"), "{}", stderr(&bad));
 }
+
+/// `node list` reads every prefix calico-node builds the BGP configuration from
+/// (`calico_bgp::datastore_prefixes`): a mesh switched off through the 1.x key is off here too,
+/// and a value Calico treats as missing is reported with the one warning line.
+#[test]
+fn node_list_reads_the_1x_mesh_switch_as_calico_node_does() {
+    let ctl = Ctl::start();
+    assert_ok(&ctl.etcdctl(&["put", "/calico/bgp/v1/host/h1/ip_addr_v4", "10.0.0.1"]));
+    let list = ctl.run(&["node", "list"]);
+    assert_ok(&list);
+    assert!(stdout(&list).contains("h1"), "{}", stdout(&list));
+    assert!(
+        stdout(&list).contains("node-to-node mesh: on"),
+        "{}",
+        stdout(&list)
+    );
+
+    assert_ok(&ctl.etcdctl(&[
+        "put",
+        "/calico/v1/config/bgp_node_mesh",
+        r#"{"enabled": false}"#,
+    ]));
+    assert_ok(&ctl.etcdctl(&["put", "/calico/bgp/v1/host/h2/as_num", "not-a-number"]));
+    let list = ctl.run(&["node", "list"]);
+    assert_ok(&list);
+    assert!(
+        stdout(&list).contains("node-to-node mesh: off"),
+        "{}",
+        stdout(&list)
+    );
+    assert!(
+        stderr(&list).contains(
+            "warning: Validation failed for /calico/bgp/v1/host/h2/as_num, treating as missing:"
+        ),
+        "{}",
+        stderr(&list)
+    );
+}

@@ -12,8 +12,8 @@ use std::net::IpAddr;
 
 use calico_calc::{DesiredState, EndpointKey};
 use calico_linux::{
-    CommandError, Link, Neighbour, Netlink, NetlinkError, Netns, Route, SysctlError,
-    flush_conntrack, get_sysctl, set_sysctl,
+    CommandError, Family, Link, Neighbour, Netlink, NetlinkError, Netns, Route, SysctlError,
+    flush_conntrack, get_sysctl, set_sysctl, workload_interface_sysctls,
 };
 use ipnet::IpNet;
 
@@ -57,19 +57,6 @@ impl RoutingChanges {
         *self == RoutingChanges::default()
     }
 }
-
-/// The per-interface settings of a workload interface (`%s` is the interface).
-const IPV4_SETTINGS: &[(&str, &str)] = &[
-    ("net/ipv4/conf/%s/proxy_arp", "1"),
-    ("net/ipv4/neigh/%s/proxy_delay", "0"),
-    ("net/ipv4/conf/%s/route_localnet", "1"),
-    ("net/ipv4/conf/%s/forwarding", "1"),
-    ("net/ipv4/conf/%s/rp_filter", "1"),
-];
-const IPV6_SETTINGS: &[(&str, &str)] = &[
-    ("net/ipv6/conf/%s/proxy_ndp", "1"),
-    ("net/ipv6/conf/%s/forwarding", "1"),
-];
 
 /// Routes, neighbours, interface settings and conntrack of one network namespace.
 #[derive(Debug)]
@@ -241,8 +228,9 @@ impl Routing {
     }
 
     fn configure(&mut self, link: &Link) -> Result<(), RoutingError> {
-        for (template, value) in IPV4_SETTINGS {
-            set_sysctl(&self.netns, &template.replace("%s", &link.name), value)?;
+        // The same list the CNI plugin applies when it creates the interface.
+        for (path, value) in workload_interface_sysctls(&link.name, Family::V4) {
+            set_sysctl(&self.netns, &path, value)?;
         }
         let has_ipv6 = get_sysctl(
             &self.netns,
@@ -250,8 +238,8 @@ impl Routing {
         )
         .is_ok();
         if has_ipv6 {
-            for (template, value) in IPV6_SETTINGS {
-                set_sysctl(&self.netns, &template.replace("%s", &link.name), value)?;
+            for (path, value) in workload_interface_sysctls(&link.name, Family::V6) {
+                set_sysctl(&self.netns, &path, value)?;
             }
         }
         self.configured.insert(link.name.clone(), link.index);

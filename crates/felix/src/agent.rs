@@ -386,11 +386,9 @@ impl Felix<'_> {
                 self.config_dirty |= is_config(&pair.key, hostname);
                 self.encap.update(&pair.key, Some(&pair.value));
                 let applied = self.calc.apply(&pair.key, Some(&pair.value));
+                // The one WARNING for an invalid update (the calculator does not log it).
                 if let calico_calc::Applied::Invalid { reason } = applied {
-                    tracing::warn!(
-                        "Validation failed for {}, treating as missing: {reason}",
-                        pair.key
-                    );
+                    tracing::warn!("{}", calico_model::invalid_warning(&pair.key, &reason));
                 }
             }
             WatchEvent::Delete { key, mod_revision } => {

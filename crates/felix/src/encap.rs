@@ -74,7 +74,7 @@ impl Encapsulation {
         let value = match value.map(|raw| parse_value(&parsed, raw)) {
             Some(Ok(value)) => Some(value),
             Some(Err(reason)) => {
-                tracing::warn!("Validation failed for {key}, treating as missing: {reason}");
+                tracing::warn!("{}", calico_model::invalid_warning(key, &reason));
                 None
             }
             None => None,

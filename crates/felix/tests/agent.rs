@@ -162,6 +162,41 @@ fn felix_programs_what_etcd_says_and_repairs_drift() {
     eventually(&felix, "the invalid endpoint's chains removed", || {
         !iptables().contains("cali-wi-calidb")
     });
+    // Each invalid update is logged exactly once (one line naming the key as treated as
+    // missing, whoever — calculator or agent — noticed). A second invalid value, then a valid
+    // one: once the valid one shows, both invalid updates have been handled.
+    let warnings = |felix: &Felix| {
+        felix
+            .log()
+            .lines()
+            .filter(|line| line.contains(DB) && line.contains("missing"))
+            .count()
+    };
+    assert_eq!(warnings(&felix), 1, "{}", felix.log());
+    put(
+        &etcd,
+        DB,
+        r#"{"state": "active", "name": "calidb", "ipv4_nets": ["10.65.0.3/24"]}"#,
+    );
+    put(
+        &etcd,
+        DB,
+        r#"{"state": "active", "name": "calidb", "profile_ids": ["db"], "ipv4_nets": ["10.65.0.2/32"], "labels": {"role": "db"}}"#,
+    );
+    eventually(&felix, "the fixed endpoint's chains back", || {
+        iptables().contains("cali-wi-calidb")
+    });
+    assert_eq!(warnings(&felix), 2, "{}", felix.log());
+    put(
+        &etcd,
+        DB,
+        r#"{"state": "active", "name": "calidb", "ipv4_nets": ["10.65.0.2/24"]}"#,
+    );
+    eventually(
+        &felix,
+        "the invalid endpoint's chains removed again",
+        || !iptables().contains("cali-wi-calidb"),
+    );
 
     // Status is reported.
     let status = etcd.etcdctl(&[

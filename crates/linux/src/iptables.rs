@@ -3,7 +3,12 @@
 
 use crate::command::{CommandError, Netns};
 
-/// IPv4 (`iptables`) or IPv6 (`ip6tables`).
+/// IPv4 (`iptables`, `net/ipv4` settings) or IPv6 (`ip6tables`, `net/ipv6`): the family a kernel
+/// tool or setting works on.
+///
+/// A copy of `calico_model::IpVersion` on purpose: `linux` depends on none of the workspace's
+/// crates (it is the kernel seam, usable without the data model), and the model knows nothing of
+/// the kernel. The dataplane, which uses both, pairs them (`Family::V4` with `IpVersion::V4`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Family {
     V4,

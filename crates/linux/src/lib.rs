@@ -18,7 +18,7 @@ pub use rtnl::{
     FdbEntry, GatewayRoute, Link, LinkEvent, LinkEvents, Neighbour, Netlink, NetlinkError,
     ROUTE_PROTOCOL, Route, TUNNEL_ROUTE_PROTOCOL, TunnelRoute, VxlanDevice, in_netns,
 };
-pub use sysctl::{SysctlError, get_sysctl, set_sysctl};
+pub use sysctl::{SysctlError, get_sysctl, set_sysctl, workload_interface_sysctls};
 
 /// The kernel's hostname (the UTS namespace's), as Calico 1.x took it from `gethostname()`:
 /// the default name of this host in the datastore.

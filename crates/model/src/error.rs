@@ -21,6 +21,14 @@ impl std::fmt::Display for ValidationError {
     }
 }
 
+/// The one line every reader of the datastore writes (at WARNING) when a stored value does not
+/// validate and is treated as missing — the seed's
+/// `Validation failed for <key>, treating as missing: <reason>`. Felix, calico-node and
+/// calicoctl all use it, so the line is the same whichever of them read the object.
+pub fn invalid_warning(key: &str, reason: &impl std::fmt::Display) -> String {
+    format!("Validation failed for {key}, treating as missing: {reason}")
+}
+
 impl ValidationError {
     /// An error about `field` (a path relative to the object being validated).
     pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
@@ -97,5 +105,14 @@ mod tests {
         assert_eq!(e.field, "ipv4_nets[2]");
         let e = ValidationError::object("bad").within("rules");
         assert_eq!(e.to_string(), "rules: bad");
+    }
+
+    #[test]
+    fn the_invalid_warning_is_the_seed_s_line() {
+        let reason = ValidationError::new("ipv4_nets[0]", "bad");
+        assert_eq!(
+            invalid_warning("/calico/v1/k", &reason),
+            "Validation failed for /calico/v1/k, treating as missing: ipv4_nets[0]: bad"
+        );
     }
 }

@@ -12,7 +12,7 @@
 //! | `status` | what Felix reports back |
 //! | `tunnel` | a host's VXLAN tunnel endpoint |
 //! | `names` | the rules for ids and key segments |
-//! | `error` | `ValidationError` (field path + reason) and `from_json` for every object |
+//! | `error` | `ValidationError` (field path + reason), `from_json` for every object, and `invalid_warning`: the one WARNING line for a value treated as missing |
 //! | `selector` | the selector language: parser, evaluator, canonical form |
 
 pub mod bgp;
@@ -31,7 +31,7 @@ pub mod status;
 pub mod tunnel;
 pub mod value;
 
-pub use error::{Validate, ValidationError, from_json};
+pub use error::{Validate, ValidationError, from_json, invalid_warning};
 pub use key::Key;
 pub use rule::IpVersion;
 pub use value::{Value, parse_value};

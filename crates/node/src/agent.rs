@@ -99,30 +99,25 @@ impl Supervised {
     }
 }
 
-/// The prefixes whose keys make up the BGP configuration of `host`, and the host's VXLAN tunnel
-/// record.
+/// The prefixes whose keys make up the BGP configuration of `host` (owned by
+/// [`calico_bgp::datastore_prefixes`], which `calicoctl node list` reads too), and the host's
+/// VXLAN tunnel record.
 fn prefixes(host: &str) -> Vec<String> {
-    vec![
-        "/calico/bgp/v1/".to_owned(),
-        "/calico/v1/config/bgp_".to_owned(),
-        format!("/calico/v1/host/{host}/bgp_peer_"),
-        POOLS.to_owned(),
-        format!("/calico/ipam/v2/host/{host}/"),
+    let mut prefixes = calico_bgp::datastore_prefixes(Some(host));
+    prefixes.push(
         Key::VxlanTunnel {
             hostname: host.to_owned(),
         }
         .to_string(),
-    ]
+    );
+    prefixes
 }
-
-/// The prefix of the pools (and the v1 IPAM configuration).
-const POOLS: &str = "/calico/v1/ipam/";
 
 /// Whether an event may change what the host's VXLAN tunnel record should be: the pools, the
 /// record itself (someone removed or changed it), or a watch coming into sync.
 fn touches_vxlan(prefix: &str, event: &WatchEvent) -> bool {
     matches!(event, WatchEvent::InSync { .. })
-        || prefix == POOLS
+        || prefix == calico_bgp::POOLS
         || prefix.ends_with("/vxlan_tunnel")
 }
 
@@ -223,7 +218,7 @@ impl Node {
         let value = value.and_then(|raw| match parse_value(&parsed, &raw) {
             Ok(value) => Some(value),
             Err(e) => {
-                tracing::warn!(%key, "ignoring an invalid value (treated as missing): {e}");
+                tracing::warn!("{}", calico_model::invalid_warning(&key, &e));
                 None
             }
         });

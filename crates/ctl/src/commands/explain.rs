@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use calico_calc::{Applied, Cluster, Direction, EndpointKey, Packet, explain};
 use calico_datastore::Datastore;
-use calico_model::Key;
 use calico_model::rule::Protocol;
+use calico_model::{Key, invalid_warning};
 
 use crate::cli::{DirectionArg, ExplainArgs};
 
@@ -57,10 +57,7 @@ async fn load(store: &dyn Datastore) -> anyhow::Result<Cluster> {
     for prefix in PREFIXES {
         for pair in store.list(prefix).await? {
             if let Applied::Invalid { reason } = cluster.apply(&pair.key, Some(&pair.value)) {
-                eprintln!(
-                    "warning: {}: invalid, treated as missing: {reason}",
-                    pair.key
-                );
+                eprintln!("warning: {}", invalid_warning(&pair.key, &reason));
             }
         }
     }

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use calico_datastore::{Datastore, KvPair};
+use calico_model::invalid_warning;
 use calico_model::key::Key;
 use calico_model::value::parse_value;
 
@@ -57,10 +58,6 @@ fn warn_if_invalid(pair: &KvPair) {
         return; // not a key of the data model: nothing to check it against
     };
     if let Err(err) = parse_value(&key, &pair.value) {
-        eprintln!(
-            "warning: {} {}: invalid, Calico treats it as missing: {err}",
-            key.kind(),
-            pair.key
-        );
+        eprintln!("warning: {}", invalid_warning(&pair.key, &err));
     }
 }

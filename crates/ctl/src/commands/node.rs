@@ -3,9 +3,9 @@
 use std::io::Write;
 use std::process::{Command, ExitCode};
 
-use calico_bgp::{BgpConfig, DEFAULT_AS, parse_protocols};
+use calico_bgp::{BgpConfig, DEFAULT_AS, datastore_prefixes, parse_protocols};
 use calico_datastore::Datastore;
-use calico_model::{Key, parse_value};
+use calico_model::{Key, invalid_warning, parse_value};
 
 use crate::cli::NodeStatusArgs;
 
@@ -56,12 +56,20 @@ pub fn status(args: &NodeStatusArgs, out: &mut impl Write) -> anyhow::Result<Exi
 
 /// The registered hosts.
 pub async fn list(store: &dyn Datastore, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    // Every prefix the configuration is made from, as calico-node watches them (1.x keys too).
     let mut config = BgpConfig::default();
-    for pair in store.list("/calico/bgp/v1/").await? {
-        if let Ok(key) = Key::parse(&pair.key)
-            && let Ok(value) = parse_value(&key, &pair.value)
-        {
-            config.apply(&key, Some(&value));
+    for prefix in datastore_prefixes(None) {
+        for pair in store.list(&prefix).await? {
+            let Ok(key) = Key::parse(&pair.key) else {
+                continue;
+            };
+            if !BgpConfig::is_relevant(&key) {
+                continue;
+            }
+            match parse_value(&key, &pair.value) {
+                Ok(value) => config.apply(&key, Some(&value)),
+                Err(reason) => eprintln!("warning: {}", invalid_warning(&pair.key, &reason)),
+            }
         }
     }
     writeln!(

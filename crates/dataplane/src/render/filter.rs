@@ -18,7 +18,7 @@ use calico_calc::{Changes, DesiredState, EndpointKey, EndpointProgram, PolicyId,
 
 use super::config::RenderConfig;
 use super::rules::{RuleContext, render_rule};
-use super::{IpVersion, policy_chain, profile_chain, quote};
+use super::{IpVersion, holds, policy_chain, profile_chain, quote};
 
 /// A chain and its rule bodies.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -391,7 +391,7 @@ impl Renderer<'_> {
     fn anti_spoofing(&self, iface: &str, addresses: &[IpAddr], chain: &mut Chain) -> Option<Chain> {
         let own: Vec<&IpAddr> = addresses
             .iter()
-            .filter(|a| self.version.matches(a))
+            .filter(|a| holds(self.version, a))
             .collect();
         match own.as_slice() {
             [] => {

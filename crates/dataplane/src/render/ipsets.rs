@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use calico_calc::DesiredState;
 
-use super::{IpVersion, ipset_name};
+use super::{IpVersion, holds, ipset_name};
 
 /// Room for the biggest selector a cluster may have.
 const MAX_ELEMENTS: u32 = 1_048_576;
@@ -41,7 +41,7 @@ pub fn render_ipset_updates<'a>(
         writeln!(out, "create {name} {create} -exist").unwrap();
         writeln!(out, "create {temp} {create} -exist").unwrap();
         writeln!(out, "flush {temp}").unwrap();
-        for member in set.members.iter().filter(|a| version.matches(a)) {
+        for member in set.members.iter().filter(|a| holds(version, a)) {
             writeln!(out, "add {temp} {member}").unwrap();
         }
         writeln!(out, "swap {name} {temp}").unwrap();

@@ -37,39 +37,20 @@ pub use ipsets::{render_ipset_updates, render_ipsets};
 pub use nat::{all_pools_set, masquerade_pools_set, render_nat, render_pool_ipsets};
 pub use raw::render_raw;
 
-/// IPv4 (`iptables`, `inet` sets) or IPv6 (`ip6tables`, `inet6` sets).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum IpVersion {
-    V4,
-    V6,
-}
+/// IPv4 (`iptables`, `inet` sets, `cali4-…` names) or IPv6 (`ip6tables`, `inet6` sets,
+/// `cali6-…`): the data model's version, so a rule's `ip_version` compares with it directly.
+/// (`calico_linux::Family` says the same for the kernel tools; it stays separate because `linux`
+/// depends on none of our crates — the driver pairs them.)
+pub use calico_model::IpVersion;
 
-impl IpVersion {
-    fn digit(self) -> char {
-        match self {
-            IpVersion::V4 => '4',
-            IpVersion::V6 => '6',
-        }
-    }
-
-    fn matches(self, address: &std::net::IpAddr) -> bool {
-        matches!(
-            (self, address),
-            (IpVersion::V4, std::net::IpAddr::V4(_)) | (IpVersion::V6, std::net::IpAddr::V6(_))
-        )
-    }
-
-    fn model(self) -> calico_model::IpVersion {
-        match self {
-            IpVersion::V4 => calico_model::IpVersion::V4,
-            IpVersion::V6 => calico_model::IpVersion::V6,
-        }
-    }
+/// Whether `address` is of `version`.
+fn holds(version: IpVersion, address: &std::net::IpAddr) -> bool {
+    IpVersion::of_addr(address) == version
 }
 
 /// The IP set name for a set id: `cali4-s0123456789abcdef` (23 characters).
 pub fn ipset_name(version: IpVersion, id: &str) -> String {
-    format!("cali{}-{id}", version.digit())
+    format!("cali{}-{id}", version.number())
 }
 
 /// 16 hex digits of FNV-1a over the text: stable everywhere.

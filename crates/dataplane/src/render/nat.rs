@@ -13,17 +13,17 @@ use std::net::IpAddr;
 use calico_calc::{DesiredState, EndpointKey};
 use ipnet::IpNet;
 
-use super::IpVersion;
 use super::config::{METADATA_SERVICE, RenderConfig};
+use super::{IpVersion, holds};
 
 /// The set of every pool's CIDR.
 pub fn all_pools_set(version: IpVersion) -> String {
-    format!("cali{}-all-pools", version.digit())
+    format!("cali{}-all-pools", version.number())
 }
 
 /// The set of the masquerading pools' CIDRs.
 pub fn masquerade_pools_set(version: IpVersion) -> String {
-    format!("cali{}-masq-pools", version.digit())
+    format!("cali{}-masq-pools", version.number())
 }
 
 /// The two pool sets as `ipset restore` input (rebuilt and swapped in, like the others).
@@ -135,5 +135,5 @@ fn nat_mappings(
         .iter()
         .filter(|(key, program)| matches!(key, EndpointKey::Workload(_)) && program.active)
         .flat_map(|(_, program)| program.nat.iter().copied())
-        .filter(move |(int, ext)| version.matches(int) && version.matches(ext))
+        .filter(move |(int, ext)| holds(version, int) && holds(version, ext))
 }

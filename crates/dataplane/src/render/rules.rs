@@ -29,7 +29,7 @@ pub(super) struct RuleContext<'a> {
 
 /// The iptables rule bodies for a rule, or none when the rule is for the other IP version.
 pub(super) fn render_rule(rule: &Rule, cx: &RuleContext<'_>) -> Vec<String> {
-    if rule.ip_version().is_some_and(|v| v != cx.version.model()) {
+    if rule.ip_version().is_some_and(|v| v != cx.version) {
         return Vec::new();
     }
     let base = matches(rule, cx.version);
