@@ -4,10 +4,8 @@
 //! | --- | --- |
 //! | `cli` | the command line (clap), the text of `--help` |
 //! | `connect` | datastore connection from flags and `ETCD_*` variables |
-//! | `bundle` | the JSON bundle format shared by `get -o json` and `load` |
 //! | `commands` | one file per subcommand; each takes a datastore and a writer |
 
-pub mod bundle;
 pub mod cli;
 pub mod commands;
 pub mod connect;

@@ -132,7 +132,7 @@ async fn show(lab: &Lab, port: u16) -> anyhow::Result<()> {
 /// Writes a bundle of the examples as `calicoctl load` reads it.
 async fn load(lab: &Lab, bundle: &str) -> anyhow::Result<()> {
     let store = connect(lab).await?;
-    for entry in calico_ctl::bundle::parse(bundle).context("example bundle")? {
+    for entry in calico_model::bundle::parse(bundle).context("example bundle")? {
         println!("  etcdctl put {} '{}'", entry.key, entry.raw);
         store.put(&entry.key, &entry.raw).await?;
     }

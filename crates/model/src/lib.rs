@@ -8,6 +8,7 @@
 //! | `endpoint` | workload and host endpoints |
 //! | `profile`, `rule`, `labels`, `policy` | profiles (rules, tags, labels), rules, tiers and policies |
 //! | `pool`, `ipam` | IP pools; IPAM blocks, handles and host affinities |
+//! | `bundle` | the JSON bundle of keys and values that calicoctl and the lab read and write |
 //! | `bgp` | AS numbers, node mesh, BGP peers |
 //! | `status` | what Felix reports back |
 //! | `tunnel` | a host's VXLAN tunnel endpoint |
@@ -16,6 +17,7 @@
 //! | `selector` | the selector language: parser, evaluator, canonical form |
 
 pub mod bgp;
+pub mod bundle;
 pub mod endpoint;
 pub mod error;
 pub mod ipam;

@@ -10,8 +10,8 @@ use calico_model::invalid_warning;
 use calico_model::key::Key;
 use calico_model::value::parse_value;
 
-use crate::bundle;
 use crate::cli::{GetArgs, Output};
+use calico_model::bundle;
 
 pub async fn run(
     store: &dyn Datastore,

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use calico_datastore::{Datastore, TxnOp};
 
 use super::{check, read_file};
-use crate::bundle::{self, Entry};
 use crate::cli::LoadArgs;
+use calico_model::bundle::{self, Entry};
 
 /// etcd refuses transactions with more than 128 operations by default.
 const BATCH: usize = 100;

@@ -1,13 +1,22 @@
 //! The bundle format: one JSON object mapping keys to values, so a set of related keys (a tier
-//! and its policies, a profile's rules, tags and labels) lives in one file. `get -o json` writes
-//! it and `load` reads it, so `get -o json` output can be loaded back unchanged.
+//! and its policies, a profile's rules, tags and labels) lives in one file. `calicoctl get -o
+//! json` writes it and `calicoctl load` reads it (so `get -o json` output can be loaded back
+//! unchanged); `calico-lab demo` reads the examples in it.
 //!
 //! Values that are JSON objects or lists are stored as compact JSON; JSON strings are stored as
 //! their text (`"64512"` → `64512`, for plain-text keys such as `as_num` or Felix config);
 //! numbers and booleans are stored as their JSON text (`true`).
 
-use anyhow::{Context, bail};
 use serde_json::{Map, Value};
+
+/// A bundle that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error("the bundle is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("a bundle must be a JSON object mapping keys to values")]
+    NotAnObject,
+}
 
 /// One key and the exact text to store there.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,10 +26,10 @@ pub struct Entry {
 }
 
 /// Reads a bundle, keeping the file's order (so a tier's metadata can precede its policies).
-pub fn parse(text: &str) -> anyhow::Result<Vec<Entry>> {
-    let value: Value = serde_json::from_str(text).context("the bundle is not valid JSON")?;
+pub fn parse(text: &str) -> Result<Vec<Entry>, BundleError> {
+    let value: Value = serde_json::from_str(text)?;
     let Value::Object(map) = value else {
-        bail!("a bundle must be a JSON object mapping keys to values");
+        return Err(BundleError::NotAnObject);
     };
     Ok(map
         .into_iter()
