@@ -1,6 +1,26 @@
 //! The agent loop: configuration from etcd, waiting for `/calico/v1/Ready`, then datastore
 //! updates into the calculator and the calculator's changes into the dataplane, with a periodic
 //! full sync that repairs drift, and a status report into etcd.
+//!
+//! ```text
+//!  etcd watch /calico/v1/ ─────► handle() ──► Calculator, Encapsulation; marks Stale::config
+//!  etcd watch /calico/bgp/v1/host/ ─► host_event() ──► Encapsulation (hosts' addresses)
+//!  link and address events ────► interface_event() ──► marks Stale::routes, Stale::interfaces
+//!  timers: refresh ─► repair()   route refresh ─► Stale::routes   heartbeat ─► retry
+//!          report ─► status key with a TTL
+//!                          │ after each batch: program()
+//!                          ▼
+//!  Firewall::AwaitingSnapshot  nothing yet (until the watch says InSync)
+//!  Firewall::NeedsFullSync     Dataplane::sync ──ok──► Firewall::InStep (fails: stays, retried)
+//!  Firewall::InStep            Dataplane::apply(changes)        (fails: ──► NeedsFullSync)
+//!  Stale::interfaces           host endpoints follow their addresses (Calculator)
+//!  Stale::routes               Routing::sync ──► Stale::statuses
+//!  Encapsulation               VXLAN and IPIP plans applied when they changed
+//!  all done                    ready, felix_applied_revision, endpoint statuses written
+//! ```
+//!
+//! A configuration change in etcd is applied live (a new [`Dataplane`] and a full sync) or ends
+//! the loop for the supervisor to restart Felix.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -145,13 +165,14 @@ pub async fn run(
         metrics,
         health,
         prefix: config.interface_prefix.clone(),
-        in_sync: false,
-        synced: false,
-        routes_dirty: true,
-        interfaces_dirty: true,
+        firewall: Firewall::AwaitingSnapshot,
+        stale: Stale {
+            routes: true,
+            interfaces: true,
+            statuses: true,
+            config: false,
+        },
         host_interfaces: BTreeMap::new(),
-        statuses_dirty: true,
-        config_dirty: false,
         encap: {
             let netlink = Netlink::connect(&netns).context("opening netlink")?;
             Encapsulation::new(
@@ -183,13 +204,13 @@ pub async fn run(
                 while let Ok(Some(event)) = timeout(Duration::ZERO, watch.next()).await {
                     felix.handle(event, &hostname);
                 }
-                if felix.config_dirty {
-                    felix.config_dirty = false;
+                if felix.stale.config {
+                    felix.stale.config = false;
                     match reload(store, &config, &mut inputs, &mut warned).await {
                         Reload::Same => {}
                         Reload::Live(new) => {
                             felix.dataplane = Dataplane::new(netns.clone(), new.render());
-                            felix.synced = false;
+                            felix.needs_full_sync();
                             refresh = ticker(new.iptables_refresh);
                             route_refresh = ticker(new.route_refresh);
                             config = *new;
@@ -228,20 +249,20 @@ pub async fn run(
                 while let Ok(Some(event)) = timeout(Duration::from_millis(5), links.next()).await {
                     felix.interface_event(&event);
                 }
-                if felix.routes_dirty || felix.interfaces_dirty {
+                if felix.stale.routes || felix.stale.interfaces {
                     felix.program().await;
                 }
             }
             _ = refresh.tick() => felix.repair().await,
             _ = route_refresh.tick() => {
-                felix.routes_dirty = true;
+                felix.stale.routes = true;
                 felix.encap.refresh();
                 felix.program().await;
             }
             _ = heartbeat.tick() => {
                 felix.health.beat();
                 // Retry what failed.
-                if !felix.synced || felix.routes_dirty || felix.encap.dirty() {
+                if felix.firewall != Firewall::InStep || felix.stale.routes || felix.encap.dirty() {
                     felix.program().await;
                 }
             }
@@ -341,6 +362,33 @@ async fn start_servers(config: &Config, metrics: &Metrics, health: &Health) -> a
     Ok(())
 }
 
+/// Where the firewall (iptables and IP sets) stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Firewall {
+    /// The datastore snapshot has not come yet: nothing is programmed (a half-read datastore
+    /// would open or close the wrong things).
+    AwaitingSnapshot,
+    /// A full sync is due: at start-up, after a failed change, after a live configuration
+    /// change.
+    NeedsFullSync,
+    /// In step with the calculator: only its changes are applied.
+    InStep,
+}
+
+/// What needs a look on the next pass: set by events, cleared once done.
+#[derive(Debug)]
+struct Stale {
+    /// Routes, neighbours and interface settings (endpoints or links changed).
+    routes: bool,
+    /// The host's interface addresses (an address or a host interface changed): host endpoints
+    /// given by address follow them.
+    interfaces: bool,
+    /// Endpoint statuses in etcd (routes were synced, or a status write failed).
+    statuses: bool,
+    /// Felix's configuration in etcd changed: read it again.
+    config: bool,
+}
+
 /// The agent's state between events.
 struct Felix<'a> {
     store: &'a dyn Datastore,
@@ -355,22 +403,11 @@ struct Felix<'a> {
     metrics: Metrics,
     health: Health,
     prefix: String,
-    /// The datastore snapshot has been received.
-    in_sync: bool,
-    /// The dataplane has been fully synced (false again after a failure: retried).
-    synced: bool,
-    /// Routes and interfaces need a look (endpoints or links changed).
-    routes_dirty: bool,
-    /// The host's interface addresses need reading (an address or a host interface changed):
-    /// host endpoints given by address follow them.
-    interfaces_dirty: bool,
+    firewall: Firewall,
+    stale: Stale,
     /// The interfaces each host endpoint given by address resolved to, as last logged.
     host_interfaces: BTreeMap<EndpointKey, Vec<String>>,
-    /// Endpoint statuses need a look (routes were synced, or a status write failed).
-    statuses_dirty: bool,
-    /// Felix's configuration in etcd changed: read it again.
-    config_dirty: bool,
-    /// VXLAN: tunnel endpoints and the plan applied.
+    /// VXLAN and IPIP: tunnel endpoints, hosts' addresses and the plans applied.
     encap: Encapsulation,
     /// The revision of the last datastore update received.
     seen_revision: i64,
@@ -383,7 +420,7 @@ impl Felix<'_> {
             WatchEvent::Put(pair) => {
                 self.metrics.updates.inc();
                 self.seen_revision = self.seen_revision.max(pair.mod_revision);
-                self.config_dirty |= is_config(&pair.key, hostname);
+                self.stale.config |= is_config(&pair.key, hostname);
                 self.encap.update(&pair.key, Some(&pair.value));
                 let applied = self.calc.apply(&pair.key, Some(&pair.value));
                 // The one WARNING for an invalid update (the calculator does not log it).
@@ -394,7 +431,7 @@ impl Felix<'_> {
             WatchEvent::Delete { key, mod_revision } => {
                 self.metrics.updates.inc();
                 self.seen_revision = self.seen_revision.max(mod_revision);
-                self.config_dirty |= is_config(&key, hostname);
+                self.stale.config |= is_config(&key, hostname);
                 self.encap.update(&key, None);
                 self.calc.apply(&key, None);
             }
@@ -402,8 +439,17 @@ impl Felix<'_> {
                 tracing::info!(revision, "in sync with the datastore");
                 self.metrics.resyncs.inc();
                 self.seen_revision = self.seen_revision.max(revision);
-                self.in_sync = true;
+                if self.firewall == Firewall::AwaitingSnapshot {
+                    self.firewall = Firewall::NeedsFullSync;
+                }
             }
+        }
+    }
+
+    /// A full sync is due (unless nothing has been programmed yet).
+    fn needs_full_sync(&mut self) {
+        if self.firewall != Firewall::AwaitingSnapshot {
+            self.firewall = Firewall::NeedsFullSync;
         }
     }
 
@@ -421,17 +467,17 @@ impl Felix<'_> {
     fn interface_event(&mut self, event: &LinkEvent) {
         match event {
             LinkEvent::Changed(link) if link.name.starts_with(&self.prefix) => {
-                self.routes_dirty = true;
+                self.stale.routes = true;
             }
             LinkEvent::Removed { name, .. } if name.starts_with(&self.prefix) => {
-                self.routes_dirty = true;
+                self.stale.routes = true;
             }
             // A host interface going up or down changes its host endpoint's status.
             LinkEvent::Changed(_) | LinkEvent::Removed { .. } => {
-                self.routes_dirty = true;
-                self.interfaces_dirty = true;
+                self.stale.routes = true;
+                self.stale.interfaces = true;
             }
-            LinkEvent::Address { .. } => self.interfaces_dirty = true,
+            LinkEvent::Address { .. } => self.stale.interfaces = true,
         }
     }
 
@@ -441,7 +487,7 @@ impl Felix<'_> {
         match self.routing.interface_addresses().await {
             Ok(addresses) => {
                 self.calc.set_interface_addresses(addresses);
-                self.interfaces_dirty = false;
+                self.stale.interfaces = false;
             }
             Err(error) => {
                 tracing::error!("reading interface addresses failed (will retry): {error}");
@@ -491,18 +537,18 @@ impl Felix<'_> {
     /// calculator's changes; routes when endpoints or links changed. Failures are logged,
     /// counted, and retried on the next heartbeat; the dataplane is left as it was.
     async fn program(&mut self) {
-        if !self.in_sync {
+        if self.firewall == Firewall::AwaitingSnapshot {
             return;
         }
-        if self.interfaces_dirty {
+        if self.stale.interfaces {
             self.resolve_host_endpoints().await;
         }
         let changes = self.calc.take_changes();
         if !changes.endpoints.is_empty() {
-            self.routes_dirty = true;
+            self.stale.routes = true;
         }
         let started = Instant::now();
-        let firewall = if !self.synced {
+        let firewall = if self.firewall == Firewall::NeedsFullSync {
             self.dataplane.sync(self.calc.state()).map(|repairs| {
                 tracing::info!(?repairs, elapsed = ?started.elapsed(), "dataplane programmed");
                 self.metrics
@@ -520,21 +566,21 @@ impl Felix<'_> {
             Ok(())
         };
         match firewall {
-            Ok(()) => self.synced = true,
+            Ok(()) => self.firewall = Firewall::InStep,
             Err(error) => {
                 tracing::error!("programming the firewall failed (will retry): {error}");
                 self.metrics.failed(tool_of(&error.command));
-                self.synced = false;
+                self.firewall = Firewall::NeedsFullSync;
             }
         }
-        if self.routes_dirty {
+        if self.stale.routes {
             match self.routing.sync(self.calc.state()).await {
                 Ok(changed) => {
                     if !changed.is_empty() {
                         tracing::info!(?changed, "routes and interfaces programmed");
                     }
-                    self.routes_dirty = false;
-                    self.statuses_dirty = true;
+                    self.stale.routes = false;
+                    self.stale.statuses = true;
                 }
                 Err(error) => {
                     tracing::error!("programming routes failed (will retry): {error}");
@@ -546,7 +592,7 @@ impl Felix<'_> {
             tracing::error!("programming VXLAN failed (will retry): {error}");
             self.metrics.failed("netlink");
         }
-        let done = self.synced && !self.routes_dirty && !self.encap.dirty();
+        let done = self.firewall == Firewall::InStep && !self.stale.routes && !self.encap.dirty();
         self.health.set_ready(done);
         if done {
             self.metrics.applied_revision.set(self.seen_revision);
@@ -555,8 +601,8 @@ impl Felix<'_> {
                 .set(self.calc.state().endpoints.len() as i64);
             // Statuses change only with endpoints or interfaces, both of which go through the
             // routing sync; a policy-only batch does no datastore I/O here.
-            if self.statuses_dirty {
-                self.statuses_dirty = !self.report_endpoints().await;
+            if self.stale.statuses {
+                self.stale.statuses = !self.report_endpoints().await;
             }
         }
     }
@@ -648,7 +694,7 @@ impl Felix<'_> {
 
     /// The periodic full sync: puts back whatever changed behind Felix's back.
     async fn repair(&mut self) {
-        if !self.synced {
+        if self.firewall != Firewall::InStep {
             return;
         }
         match self.dataplane.sync(self.calc.state()) {
@@ -660,10 +706,10 @@ impl Felix<'_> {
             Err(error) => {
                 tracing::error!("periodic sync failed (will retry): {error}");
                 self.metrics.failed(tool_of(&error.command));
-                self.synced = false;
+                self.firewall = Firewall::NeedsFullSync;
             }
         }
-        self.routes_dirty = true;
+        self.stale.routes = true;
         self.program().await;
     }
 }

@@ -1,5 +1,18 @@
 //! The calico-node loop: follow the BGP-related keys, render BIRD's configuration when they
 //! change (checked before it is used), and keep BIRD and Felix running.
+//!
+//! ```text
+//!  etcd watches (calico_bgp::datastore_prefixes, the host's vxlan_tunnel key)
+//!        │ each event: BgpConfig::apply (BGP keys), pools and the tunnel record noted
+//!        ▼
+//!  all watches in sync? ──no──► wait
+//!        │ yes, and something changed
+//!        ├─► render BIRD's configuration ─► `bird -p` check ─► install ─► `birdc configure`
+//!        │     (a configuration BIRD rejects is logged; the running one stays)
+//!        └─► VXLAN tunnel endpoint kept (vxlan::TunnelKeeper; failures retried ≥ 10 s apart)
+//!  every second and after each pass: BIRD and Felix started again if they exited
+//!  SIGTERM / SIGINT: Felix and BIRD stopped (SIGTERM, then SIGKILL after 5 s)
+//! ```
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
