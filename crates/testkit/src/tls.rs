@@ -1,7 +1,7 @@
 //! A throwaway CA, server and client certificate made with the openssl CLI, for tests of
 //! etcd over TLS.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use crate::{ServerTls, require_tool};
@@ -110,10 +110,5 @@ impl Pki {
 
     pub fn client_key(&self) -> PathBuf {
         self.path("client.key")
-    }
-
-    #[allow(dead_code)]
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
     }
 }
