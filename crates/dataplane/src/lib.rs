@@ -15,5 +15,8 @@ pub use render::{
     FilterTable, IpVersion, ipset_name, kernel_jumps, policy_chain, profile_chain, render_filter,
     render_ipset_updates, render_ipsets, render_nat, render_pool_ipsets, render_raw,
 };
-pub use routing::{Routing, RoutingChanges, RoutingError};
+pub use routing::{
+    InterfacePlan, KernelLink, KernelRoutingState, Routing, RoutingChanges, RoutingError,
+    RoutingPlan,
+};
 pub use vxlan::{Vxlan, VxlanChanges, VxlanPlan};

@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod dry_run;
 pub mod encap;
 pub mod logging;
 pub mod metrics;

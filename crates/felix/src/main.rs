@@ -1,14 +1,16 @@
 //! `calico-felix`: the per-host agent. Reads its configuration (environment, config file, etcd),
 //! waits for the datastore to be ready, then keeps this host's routes-to-be and firewall in
-//! line with the datastore. See docs/configuration.md.
+//! line with the datastore. See docs/configuration.md. With `--dry-run` it only prints what it
+//! would program (docs/felix.md).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use calico_felix::agent;
+use calico_datastore::{EtcdConfig, EtcdDatastore};
 use calico_felix::config::{Bootstrap, Inputs};
 use calico_felix::logging::Logging;
+use calico_felix::{agent, dry_run};
 use calico_linux::Netns;
 use clap::Parser;
 
@@ -20,13 +22,28 @@ struct Args {
     /// missing file given here is an error.
     #[arg(short = 'c', long = "config-file")]
     config_file: Option<PathBuf>,
+    /// Print what Felix would program on this host and exit, changing nothing: the
+    /// `ipset restore` and `iptables-restore` input of a full sync, and the routes, neighbours,
+    /// interface settings and conntrack flushes it would apply. Reads etcd once (no waiting for
+    /// Ready, no watch) and this host's kernel.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 const DEFAULT_CONFIG_FILE: &str = "/etc/calico/felix.cfg";
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let logging = Logging::init();
+    // A dry run prints its report on standard output: its log goes to standard error.
+    let logging = if args.dry_run {
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_max_level(tracing::Level::WARN)
+            .init();
+        None
+    } else {
+        Some(Logging::init())
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -38,13 +55,44 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args, &logging)) {
+    let result = match &logging {
+        Some(logging) => runtime.block_on(run(args, logging)),
+        None => runtime.block_on(dry_run(args)),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--dry-run`: one read of etcd and of the kernel, the report on standard output.
+async fn dry_run(args: Args) -> anyhow::Result<()> {
+    let mut inputs = Inputs {
+        env: std::env::vars().collect(),
+        file: read_config_file(args.config_file)?,
+        ..Inputs::default()
+    };
+    let hostname = calico_linux::hostname();
+    let bootstrap = Bootstrap::load(&inputs, &hostname)?;
+    let store = EtcdDatastore::connect(EtcdConfig {
+        endpoints: bootstrap.etcd_endpoints.clone(),
+        ca_file: bootstrap.etcd_ca_file.clone(),
+        cert_file: bootstrap.etcd_cert_file.clone(),
+        key_file: bootstrap.etcd_key_file.clone(),
+        ..EtcdConfig::default()
+    })
+    .await
+    .context("connecting to etcd")?;
+    let config = agent::load_config(&store, &mut inputs, &hostname, &bootstrap).await?;
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
+    let report = dry_run::report(&store, &config, Netns::current()).await?;
+    print!("{report}");
+    Ok(())
 }
 
 async fn run(args: Args, logging: &Logging) -> anyhow::Result<()> {
