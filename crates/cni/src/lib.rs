@@ -3,7 +3,8 @@
 //!
 //! | module | owns |
 //! | --- | --- |
-//! | `spec` | the protocol: `CNI_*` environment, versions, results, error objects |
+//! | `spec` | the protocol: `CNI_*` environment, versions, error objects |
+//! | `result` | results as serde types per spec version (0.3.x/0.4.0, 1.0.0), error object |
 //! | `config` | the network configuration on stdin |
 //! | `workload` | endpoint key, veth name and IPAM handle of a call |
 //! | `delegate` | calling the IPAM plugin the config names |
@@ -14,6 +15,7 @@ pub mod config;
 pub mod delegate;
 pub mod ipam_plugin;
 pub mod plugin;
+pub mod result;
 pub mod spec;
 pub mod workload;
 

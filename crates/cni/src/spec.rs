@@ -1,12 +1,14 @@
 //! The CNI protocol as the spec defines it: the `CNI_*` environment, the versions this plugin
-//! speaks, results in each version's shape, and error objects with the spec's codes.
+//! speaks, and error objects with the spec's codes. Results in each version's shape are serde
+//! types in [`crate::result`], re-exported here.
 //! Everything here is pure, so that bad input of any kind is an error object, never a panic.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 
-use ipnet::IpNet;
-use serde_json::{Value, json};
+use serde_json::Value;
+
+pub use crate::result::{CniResult, Interface, IpConfig, RouteConfig};
+use crate::result::{ErrorObject, VersionInfo};
 
 /// The spec versions this plugin speaks, oldest first.
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["0.3.0", "0.3.1", "0.4.0", "1.0.0"];
@@ -59,11 +61,17 @@ impl CniError {
 
     /// The error object in `version`'s shape.
     pub fn to_json(&self, version: &str) -> Value {
-        let mut object = json!({"cniVersion": version, "code": self.code, "msg": self.msg});
-        if !self.details.is_empty() {
-            object["details"] = json!(self.details);
+        serde_json::to_value(self.to_object(version)).expect("an error object always serializes")
+    }
+
+    /// The error object as the spec's type.
+    pub fn to_object(&self, version: &str) -> ErrorObject {
+        ErrorObject {
+            cni_version: version.to_owned(),
+            code: self.code,
+            msg: self.msg.clone(),
+            details: self.details.clone(),
         }
-        object
     }
 }
 
@@ -224,192 +232,17 @@ pub fn version_json(requested: &str) -> Value {
     } else {
         SUPPORTED_VERSIONS[SUPPORTED_VERSIONS.len() - 1]
     };
-    json!({"cniVersion": version, "supportedVersions": SUPPORTED_VERSIONS})
-}
-
-/// An interface of a result.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Interface {
-    pub name: String,
-    pub mac: Option<String>,
-    /// The namespace path, for interfaces inside the container.
-    pub sandbox: Option<String>,
-}
-
-/// An address of a result.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IpConfig {
-    pub address: IpNet,
-    pub gateway: Option<IpAddr>,
-    /// Index into the result's interfaces.
-    pub interface: Option<usize>,
-}
-
-/// A route of a result.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouteConfig {
-    pub dst: IpNet,
-    pub gw: Option<IpAddr>,
-}
-
-/// A plugin's result, independent of the version it is written in.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CniResult {
-    pub interfaces: Vec<Interface>,
-    pub ips: Vec<IpConfig>,
-    pub routes: Vec<RouteConfig>,
-    pub dns: Value,
-}
-
-impl CniResult {
-    /// The result in `version`'s shape (0.3.x and 0.4.0 carry each address's IP version).
-    pub fn to_json(&self, version: &str) -> Value {
-        let legacy = version_tuple(version) < version_tuple("1.0.0");
-        let interfaces: Vec<Value> = self
-            .interfaces
-            .iter()
-            .map(|i| {
-                let mut o = json!({"name": i.name});
-                if let Some(mac) = &i.mac {
-                    o["mac"] = json!(mac);
-                }
-                if let Some(sandbox) = &i.sandbox {
-                    o["sandbox"] = json!(sandbox);
-                }
-                o
-            })
-            .collect();
-        let ips: Vec<Value> = self
-            .ips
-            .iter()
-            .map(|ip| {
-                let mut o = json!({"address": ip.address.to_string()});
-                if legacy {
-                    let family = if ip.address.addr().is_ipv4() {
-                        "4"
-                    } else {
-                        "6"
-                    };
-                    o["version"] = json!(family);
-                }
-                if let Some(gateway) = ip.gateway {
-                    o["gateway"] = json!(gateway.to_string());
-                }
-                if let Some(interface) = ip.interface {
-                    o["interface"] = json!(interface);
-                }
-                o
-            })
-            .collect();
-        let routes: Vec<Value> = self
-            .routes
-            .iter()
-            .map(|r| {
-                let mut o = json!({"dst": r.dst.to_string()});
-                if let Some(gw) = r.gw {
-                    o["gw"] = json!(gw.to_string());
-                }
-                o
-            })
-            .collect();
-        let mut result = json!({"cniVersion": version, "ips": ips});
-        if !interfaces.is_empty() {
-            result["interfaces"] = json!(interfaces);
-        }
-        if !routes.is_empty() {
-            result["routes"] = json!(routes);
-        }
-        let dns = if self.dns.is_object() {
-            self.dns.clone()
-        } else {
-            json!({})
-        };
-        result["dns"] = dns;
-        result
-    }
-
-    /// Reads a result of any supported version (a delegated plugin's output, `prevResult`).
-    /// `what` names it in errors.
-    pub fn from_json(value: &Value, what: &str) -> Result<CniResult, CniError> {
-        let bad =
-            |reason: String| CniError::new(code::DECODING_FAILURE, format!("{what}: {reason}"));
-        let object = value
-            .as_object()
-            .ok_or_else(|| bad("not a JSON object".to_owned()))?;
-        let list = |name: &str| -> Result<Vec<Value>, CniError> {
-            match object.get(name) {
-                None | Some(Value::Null) => Ok(Vec::new()),
-                Some(Value::Array(items)) => Ok(items.clone()),
-                Some(_) => Err(bad(format!("{name} is not a list"))),
-            }
-        };
-        let text = |item: &Value, field: &str, at: &str| -> Result<Option<String>, CniError> {
-            match item.get(field) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(_) => Err(bad(format!("{at}.{field} is not a string"))),
-            }
-        };
-        let mut result = CniResult::default();
-        for (i, item) in list("interfaces")?.iter().enumerate() {
-            let at = format!("interfaces[{i}]");
-            let name =
-                text(item, "name", &at)?.ok_or_else(|| bad(format!("{at}.name is missing")))?;
-            result.interfaces.push(Interface {
-                name,
-                mac: text(item, "mac", &at)?,
-                sandbox: text(item, "sandbox", &at)?,
-            });
-        }
-        for (i, item) in list("ips")?.iter().enumerate() {
-            let at = format!("ips[{i}]");
-            let address = text(item, "address", &at)?
-                .ok_or_else(|| bad(format!("{at}.address is missing")))?;
-            let address: IpNet = address
-                .parse()
-                .map_err(|_| bad(format!("{at}.address {address:?} is not an address/prefix")))?;
-            let gateway = text(item, "gateway", &at)?
-                .map(|g| {
-                    g.parse()
-                        .map_err(|_| bad(format!("{at}.gateway {g:?} is not an address")))
-                })
-                .transpose()?;
-            let interface = match item.get("interface") {
-                None | Some(Value::Null) => None,
-                Some(v) => Some(
-                    v.as_u64()
-                        .and_then(|n| usize::try_from(n).ok())
-                        .ok_or_else(|| bad(format!("{at}.interface is not an index")))?,
-                ),
-            };
-            result.ips.push(IpConfig {
-                address,
-                gateway,
-                interface,
-            });
-        }
-        for (i, item) in list("routes")?.iter().enumerate() {
-            let at = format!("routes[{i}]");
-            let dst = text(item, "dst", &at)?.ok_or_else(|| bad(format!("{at}.dst is missing")))?;
-            let dst: IpNet = dst
-                .parse()
-                .map_err(|_| bad(format!("{at}.dst {dst:?} is not a network")))?;
-            let gw = text(item, "gw", &at)?
-                .map(|g| {
-                    g.parse()
-                        .map_err(|_| bad(format!("{at}.gw {g:?} is not an address")))
-                })
-                .transpose()?;
-            result.routes.push(RouteConfig { dst, gw });
-        }
-        result.dns = object.get("dns").cloned().unwrap_or_else(|| json!({}));
-        Ok(result)
-    }
+    let info = VersionInfo {
+        cni_version: version.to_owned(),
+        supported_versions: SUPPORTED_VERSIONS.map(str::to_owned).to_vec(),
+    };
+    serde_json::to_value(info).expect("version info always serializes")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
