@@ -42,15 +42,20 @@ use crate::metrics::{Health, Metrics, health_routes, metrics_routes, serve};
 /// How often "wait-for-ready" is logged while `/calico/v1/Ready` is not true.
 const READY_LOG_EVERY: Duration = Duration::from_secs(10);
 
-/// Connects to etcd, retrying (and saying so) until it answers.
-pub async fn connect(bootstrap: &Bootstrap) -> EtcdDatastore {
-    let config = EtcdConfig {
+/// How to reach etcd, from the bootstrap parameters.
+pub fn etcd_config(bootstrap: &Bootstrap) -> EtcdConfig {
+    EtcdConfig {
         endpoints: bootstrap.etcd_endpoints.clone(),
         ca_file: bootstrap.etcd_ca_file.clone(),
         cert_file: bootstrap.etcd_cert_file.clone(),
         key_file: bootstrap.etcd_key_file.clone(),
         ..EtcdConfig::default()
-    };
+    }
+}
+
+/// Connects to etcd, retrying (and saying so) until it answers.
+pub async fn connect(bootstrap: &Bootstrap) -> EtcdDatastore {
+    let config = etcd_config(bootstrap);
     let mut delay = Duration::from_millis(200);
     loop {
         match EtcdDatastore::connect(config.clone()).await {

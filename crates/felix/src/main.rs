@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use calico_datastore::{EtcdConfig, EtcdDatastore};
+use calico_datastore::EtcdDatastore;
 use calico_felix::config::{Bootstrap, Inputs};
 use calico_felix::logging::Logging;
 use calico_felix::{agent, dry_run};
@@ -70,22 +70,12 @@ fn main() -> ExitCode {
 
 /// `--dry-run`: one read of etcd and of the kernel, the report on standard output.
 async fn dry_run(args: Args) -> anyhow::Result<()> {
-    let mut inputs = Inputs {
-        env: std::env::vars().collect(),
-        file: read_config_file(args.config_file)?,
-        ..Inputs::default()
-    };
+    let mut inputs = inputs(args.config_file)?;
     let hostname = calico_linux::hostname();
     let bootstrap = Bootstrap::load(&inputs, &hostname)?;
-    let store = EtcdDatastore::connect(EtcdConfig {
-        endpoints: bootstrap.etcd_endpoints.clone(),
-        ca_file: bootstrap.etcd_ca_file.clone(),
-        cert_file: bootstrap.etcd_cert_file.clone(),
-        key_file: bootstrap.etcd_key_file.clone(),
-        ..EtcdConfig::default()
-    })
-    .await
-    .context("connecting to etcd")?;
+    let store = EtcdDatastore::connect(agent::etcd_config(&bootstrap))
+        .await
+        .context("connecting to etcd")?;
     let config = agent::load_config(&store, &mut inputs, &hostname, &bootstrap).await?;
     for warning in &config.warnings {
         tracing::warn!("{warning}");
@@ -96,11 +86,7 @@ async fn dry_run(args: Args) -> anyhow::Result<()> {
 }
 
 async fn run(args: Args, logging: &Logging) -> anyhow::Result<()> {
-    let mut inputs = Inputs {
-        env: std::env::vars().collect(),
-        file: read_config_file(args.config_file)?,
-        ..Inputs::default()
-    };
+    let mut inputs = inputs(args.config_file)?;
     let hostname = calico_linux::hostname();
     let bootstrap = Bootstrap::load(&inputs, &hostname)?;
     tracing::info!(endpoints = ?bootstrap.etcd_endpoints, hostname = %bootstrap.hostname, "connecting to etcd");
@@ -115,6 +101,15 @@ async fn run(args: Args, logging: &Logging) -> anyhow::Result<()> {
     }
     agent::wait_for_ready(&store).await;
     agent::run(&store, config, inputs, Netns::current()).await
+}
+
+/// The process environment and the config file.
+fn inputs(config_file: Option<PathBuf>) -> anyhow::Result<Inputs> {
+    Ok(Inputs {
+        env: std::env::vars().collect(),
+        file: read_config_file(config_file)?,
+        ..Inputs::default()
+    })
 }
 
 fn read_config_file(given: Option<PathBuf>) -> anyhow::Result<Option<(PathBuf, String)>> {

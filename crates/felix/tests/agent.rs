@@ -74,30 +74,18 @@ fn eventually(felix: &Felix, what: &str, mut check: impl FnMut() -> bool) {
     );
 }
 
-fn put(etcd: &EtcdServer, key: &str, value: &str) {
-    let out = etcd.etcdctl(&["put", key, value]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn felix_programs_what_etcd_says_and_repairs_drift() {
     let ns = NetNs::new("calico-felix");
     let etcd = EtcdServer::start_in_netns(ns.name());
-    put(
-        &etcd,
-        DB,
+    etcd.put(DB,
         r#"{"state": "active", "name": "calidb", "profile_ids": ["db"], "ipv4_nets": ["10.65.0.2/32"], "labels": {"role": "db"}}"#,
     );
-    put(
-        &etcd,
+    etcd.put(
         "/calico/v1/policy/profile/db/rules",
         r#"{"inbound_rules": [{"src_tag": "web", "action": "allow"}]}"#,
     );
-    put(&etcd, "/calico/v1/config/InterfacePrefix", "cali");
+    etcd.put("/calico/v1/config/InterfacePrefix", "cali");
     let logs = tempfile::tempdir().unwrap();
     let log_file = logs.path().join("calico/felix.log");
     let env = [
@@ -120,7 +108,7 @@ fn felix_programs_what_etcd_says_and_repairs_drift() {
         felix.log()
     );
 
-    put(&etcd, "/calico/v1/Ready", "true");
+    etcd.put("/calico/v1/Ready", "true");
     eventually(&felix, "the db endpoint's chains", || {
         iptables().contains("-A cali-wi-calidb")
     });
@@ -130,8 +118,7 @@ fn felix_programs_what_etcd_says_and_repairs_drift() {
     });
 
     // An update: a new profile rule shows up in the profile's chain.
-    put(
-        &etcd,
+    etcd.put(
         "/calico/v1/policy/profile/db/rules",
         r#"{"inbound_rules": [{"protocol": "tcp", "dst_ports": [5432], "action": "allow"}]}"#,
     );
@@ -149,8 +136,7 @@ fn felix_programs_what_etcd_says_and_repairs_drift() {
     });
 
     // An invalid object is reported and treated as missing: the endpoint's chains go.
-    put(
-        &etcd,
+    etcd.put(
         DB,
         r#"{"state": "active", "name": "calidb", "ipv4_nets": ["10.65.0.2/24"]}"#,
     );
@@ -173,22 +159,18 @@ fn felix_programs_what_etcd_says_and_repairs_drift() {
             .count()
     };
     assert_eq!(warnings(&felix), 1, "{}", felix.log());
-    put(
-        &etcd,
+    etcd.put(
         DB,
         r#"{"state": "active", "name": "calidb", "ipv4_nets": ["10.65.0.3/24"]}"#,
     );
-    put(
-        &etcd,
-        DB,
+    etcd.put(DB,
         r#"{"state": "active", "name": "calidb", "profile_ids": ["db"], "ipv4_nets": ["10.65.0.2/32"], "labels": {"role": "db"}}"#,
     );
     eventually(&felix, "the fixed endpoint's chains back", || {
         iptables().contains("cali-wi-calidb")
     });
     assert_eq!(warnings(&felix), 2, "{}", felix.log());
-    put(
-        &etcd,
+    etcd.put(
         DB,
         r#"{"state": "active", "name": "calidb", "ipv4_nets": ["10.65.0.2/24"]}"#,
     );
@@ -219,10 +201,8 @@ fn felix_programs_what_etcd_says_and_repairs_drift() {
 fn interfaces_that_appear_after_their_endpoint_are_programmed() {
     let ns = NetNs::new("calico-felix-link");
     let etcd = EtcdServer::start_in_netns(ns.name());
-    put(&etcd, "/calico/v1/Ready", "true");
-    put(
-        &etcd,
-        "/calico/v1/host/h1/workload/k8s/ns.web/endpoint/eth0",
+    etcd.put("/calico/v1/Ready", "true");
+    etcd.put("/calico/v1/host/h1/workload/k8s/ns.web/endpoint/eth0",
         r#"{"state": "active", "name": "caliweb", "mac": "ee:ee:ee:00:00:01", "profile_ids": [], "ipv4_nets": ["10.65.0.7/32"]}"#,
     );
     let felix = Felix::start(&ns, &etcd, &[]);
@@ -273,15 +253,12 @@ fn interfaces_that_appear_after_their_endpoint_are_programmed() {
 fn configuration_changes_in_etcd_apply_live_or_restart() {
     let ns = NetNs::new("calico-felix-config");
     let etcd = EtcdServer::start_in_netns(ns.name());
-    put(&etcd, "/calico/v1/Ready", "true");
-    put(
-        &etcd,
-        DB,
+    etcd.put("/calico/v1/Ready", "true");
+    etcd.put(DB,
         r#"{"state": "active", "name": "calidb", "profile_ids": [], "ipv4_nets": ["10.65.0.2/32"]}"#,
     );
-    put(&etcd, "/calico/v1/config/NoSuchParameter", "1");
-    put(
-        &etcd,
+    etcd.put("/calico/v1/config/NoSuchParameter", "1");
+    etcd.put(
         "/calico/v1/ipam/v4/pool/10.65.0.0-16",
         r#"{"cidr": "10.65.0.0/16", "ipip": "tunl0"}"#,
     );
@@ -303,11 +280,7 @@ fn configuration_changes_in_etcd_apply_live_or_restart() {
     });
 
     // Live: DropActionOverride changes the drop rules without a restart.
-    put(
-        &etcd,
-        "/calico/v1/host/h1/config/DropActionOverride",
-        "ACCEPT",
-    );
+    etcd.put("/calico/v1/host/h1/config/DropActionOverride", "ACCEPT");
     eventually(&felix, "the drops turned into accepts", || {
         let rules = iptables();
         rules.contains("no profile matched\" -j ACCEPT")
@@ -322,8 +295,8 @@ fn configuration_changes_in_etcd_apply_live_or_restart() {
         "{}",
         felix.log()
     );
-    put(&etcd, "/calico/v1/config/AnotherUnknown", "1");
-    put(&etcd, "/calico/v1/config/NoSuchParameter", "2");
+    etcd.put("/calico/v1/config/AnotherUnknown", "1");
+    etcd.put("/calico/v1/config/NoSuchParameter", "2");
     eventually(&felix, "the second unknown name", || {
         felix.log().contains("\"AnotherUnknown\"")
     });
@@ -334,7 +307,7 @@ fn configuration_changes_in_etcd_apply_live_or_restart() {
     );
 
     // Start-only: the metrics port. Felix exits cleanly, leaving the rules in place.
-    put(&etcd, "/calico/v1/config/PrometheusMetricsEnabled", "true");
+    etcd.put("/calico/v1/config/PrometheusMetricsEnabled", "true");
     let log = felix.log.clone();
     calico_testkit::eventually(
         "Felix exiting for the restart",
@@ -363,15 +336,12 @@ fn configuration_changes_in_etcd_apply_live_or_restart() {
 fn ipip_without_the_kernel_module_is_reported_and_nothing_else_stops() {
     let ns = NetNs::new("calico-felix-ipip");
     let etcd = EtcdServer::start_in_netns(ns.name());
-    put(&etcd, "/calico/v1/Ready", "true");
-    put(
-        &etcd,
+    etcd.put("/calico/v1/Ready", "true");
+    etcd.put(
         "/calico/v1/ipam/v4/pool/10.65.0.0-16",
         r#"{"cidr": "10.65.0.0/16", "ipip": "tunl0"}"#,
     );
-    put(
-        &etcd,
-        DB,
+    etcd.put(DB,
         r#"{"state": "active", "name": "calidb", "profile_ids": [], "ipv4_nets": ["10.65.0.2/32"]}"#,
     );
     let felix = Felix::start(&ns, &etcd, &[("FELIX_IPINIPENABLED", "true".to_owned())]);

@@ -6,30 +6,18 @@ use std::process::{Command, Stdio};
 
 use calico_testkit::{EtcdServer, NetNs};
 
-fn put(etcd: &EtcdServer, key: &str, value: &str) {
-    let out = etcd.etcdctl(&["put", key, value]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn dry_run_prints_the_chains_and_routing_plan_and_changes_nothing() {
     let ns = NetNs::new("calico-felix-dry");
     let etcd = EtcdServer::start_in_netns(ns.name());
-    put(
-        &etcd,
-        "/calico/v1/host/h1/workload/k8s/ns.db/endpoint/eth0",
+    etcd.put("/calico/v1/host/h1/workload/k8s/ns.db/endpoint/eth0",
         r#"{"state": "active", "name": "calidb", "mac": "ee:ee:ee:00:00:02", "profile_ids": ["db"], "ipv4_nets": ["10.65.0.2/32"]}"#,
     );
-    put(
-        &etcd,
+    etcd.put(
         "/calico/v1/policy/profile/db/rules",
         r#"{"inbound_rules": [{"src_tag": "web", "action": "allow"}]}"#,
     );
-    put(&etcd, "/calico/v1/Ready", "true");
+    etcd.put("/calico/v1/Ready", "true");
     ns.run_ok(
         "ip",
         &[

@@ -187,6 +187,16 @@ impl EtcdServer {
             && response.contains("\"health\":\"true\"")
     }
 
+    /// `etcdctl put KEY VALUE`; panics with etcdctl's error if it fails.
+    pub fn put(&self, key: &str, value: &str) {
+        let out = self.etcdctl(&["put", key, value]);
+        assert!(
+            out.status.success(),
+            "etcdctl put {key}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Runs `etcdctl` (v3 API) against this etcd, inside its namespace if it has one.
     pub fn etcdctl(&self, args: &[&str]) -> std::process::Output {
         require_tool("etcdctl");
