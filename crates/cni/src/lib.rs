@@ -9,12 +9,14 @@
 //! | `workload` | endpoint key, veth name and IPAM handle of a call |
 //! | `delegate` | calling the IPAM plugin the config names |
 //! | `ipam_plugin` | `calico-ipam`: Calico IPAM under the handle `<network>.<container id>` |
+//! | `plumbing` | plugging a workload in as a plan (steps with their undo) and its executor |
 //! | `plugin` | `calico`: veth, addresses, routes, endpoint and profile; rollback; DEL; CHECK |
 
 pub mod config;
 pub mod delegate;
 pub mod ipam_plugin;
 pub mod plugin;
+pub mod plumbing;
 pub mod result;
 pub mod spec;
 pub mod workload;

@@ -4,15 +4,12 @@
 //! ADD undoes everything it did when a later step fails, so a failed ADD leaves no address,
 //! veth or endpoint behind. DEL succeeds whatever is already gone.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
-use std::time::Duration;
 
 use calico_datastore::Datastore;
 use calico_ipam::Ipam;
-use calico_linux::{
-    Family, GatewayRoute, Link, Netlink, Netns, set_sysctl, workload_interface_sysctls,
-};
+use calico_linux::{Link, Netlink, Netns};
 use calico_model::endpoint::WorkloadEndpoint;
 use calico_model::{Key, from_json};
 use ipnet::IpNet;
@@ -21,6 +18,7 @@ use serde_json::{Value, json};
 use crate::config::NetConf;
 use crate::delegate;
 use crate::ipam_plugin::{connect, ipam_error};
+use crate::plumbing::{self, Undo};
 use crate::spec::{CniError, CniResult, Command, Env, Interface, IpConfig, RouteConfig, code};
 use crate::workload::{Workload, handle_id};
 
@@ -79,7 +77,8 @@ impl<'a> Call<'a> {
 #[derive(Default)]
 struct Done {
     ipam: bool,
-    veth: Option<String>,
+    /// The undo of the plumbing (the veth), once all of it is done.
+    plumbing: Vec<Undo>,
     endpoint: Option<String>,
 }
 
@@ -132,18 +131,7 @@ async fn add(call: &Call<'_>) -> Result<Value, CniError> {
         }
     };
     let outcome = match assigned {
-        Ok(assigned) => {
-            add_steps(
-                env,
-                conf,
-                workload,
-                assigned,
-                &netns,
-                store.as_ref(),
-                &mut done,
-            )
-            .await
-        }
+        Ok(assigned) => add_steps(env, conf, workload, assigned, store.as_ref(), &mut done).await,
         Err(error) => Err(error),
     };
     match outcome {
@@ -161,13 +149,12 @@ async fn add_steps(
     conf: &NetConf,
     workload: &Workload,
     assigned: CniResult,
-    netns: &Netns,
     store: &dyn Datastore,
     done: &mut Done,
 ) -> Result<CniResult, CniError> {
     let addresses: Vec<IpAddr> = assigned.ips.iter().map(|ip| ip.address.addr()).collect();
     let veth = workload.veth_name();
-    let (host_link, container_link) = plumb(env, conf, netns, &veth, &addresses, done).await?;
+    let (host_link, container_link) = plumb(env, conf, &veth, &addresses, done).await?;
 
     let endpoint = endpoint_json(&veth, &container_link, &conf.name, &addresses);
     let key = workload.key().to_string();
@@ -217,137 +204,19 @@ async fn add_steps(
     })
 }
 
-/// The veth pair, host-side settings, and the container's addresses and routes.
+/// The veth pair, host-side settings, and the container's addresses and routes: a plan, run
+/// by its executor (which undoes its own steps if one fails; the rest is ADD's undo).
 async fn plumb(
     env: &Env,
     conf: &NetConf,
-    netns: &Netns,
     veth: &str,
     addresses: &[IpAddr],
     done: &mut Done,
 ) -> Result<(Link, Link), CniError> {
-    let here = Netns::current();
-    let host = Netlink::connect(&here).map_err(kernel)?;
-    if host.delete_link(veth).await.map_err(kernel)? {
-        tracing::info!(%veth, "removed a veth left by an earlier container of this workload");
-    }
-    host.add_veth(veth, &env.ifname, netns)
-        .await
-        .map_err(kernel)?;
-    done.veth = Some(veth.to_owned());
-    let host_link = host
-        .link_by_name(veth)
-        .await
-        .map_err(kernel)?
-        .ok_or_else(|| CniError::new(code::KERNEL, format!("{veth} vanished after creation")))?;
-    let ipv6 = addresses.iter().any(IpAddr::is_ipv6);
-    // The same host-side settings Felix applies (one list, in `calico_linux`).
-    let mut settings = workload_interface_sysctls(veth, Family::V4);
-    if ipv6 {
-        settings.extend(workload_interface_sysctls(veth, Family::V6));
-    }
-    for (path, value) in &settings {
-        set_sysctl(&here, path, value).map_err(|e| CniError::new(code::KERNEL, e.to_string()))?;
-    }
-    host.set_up(host_link.index).await.map_err(kernel)?;
-
-    let container = Netlink::connect(netns).map_err(kernel)?;
-    let link = container
-        .link_by_name(&env.ifname)
-        .await
-        .map_err(kernel)?
-        .ok_or_else(|| {
-            CniError::new(
-                code::KERNEL,
-                format!("{} did not appear in {}", env.ifname, env.netns),
-            )
-        })?;
-    if let Some(mtu) = conf.mtu {
-        host.set_mtu(host_link.index, mtu).await.map_err(kernel)?;
-        container.set_mtu(link.index, mtu).await.map_err(kernel)?;
-    }
-    if ipv6 {
-        for (path, value) in [
-            (format!("net/ipv6/conf/{}/disable_ipv6", env.ifname), "0"),
-            (format!("net/ipv6/conf/{}/accept_dad", env.ifname), "0"),
-        ] {
-            set_sysctl(netns, &path, value)
-                .map_err(|e| CniError::new(code::KERNEL, e.to_string()))?;
-        }
-    }
-    container.set_up(link.index).await.map_err(kernel)?;
-    for ip in addresses {
-        container
-            .add_address(link.index, IpNet::from(*ip))
-            .await
-            .map_err(kernel)?;
-    }
-    let on_link = |destination: IpNet, gateway: Option<IpAddr>| GatewayRoute {
-        destination,
-        gateway,
-        ifindex: link.index,
-    };
-    if addresses.iter().any(IpAddr::is_ipv4) {
-        let gateway = IpAddr::V4(IPV4_GATEWAY);
-        container
-            .add_gateway_route(&on_link(IpNet::from(gateway), None))
-            .await
-            .map_err(kernel)?;
-        let default = on_link("0.0.0.0/0".parse().expect("valid"), Some(gateway));
-        container
-            .add_gateway_route(&default)
-            .await
-            .map_err(kernel)?;
-    }
-    if ipv6 {
-        let gateway = host_link_local(&host, &host_link).await?;
-        let default = on_link("::/0".parse().expect("valid"), Some(IpAddr::V6(gateway)));
-        container
-            .add_gateway_route(&default)
-            .await
-            .map_err(kernel)?;
-    }
-    Ok((host_link, link))
-}
-
-/// The host side's link-local address: the IPv6 gateway of the workload. The kernel adds it
-/// when the link comes up; until then (or if addresses are generated otherwise) it is derived
-/// from the MAC as the kernel does by default (EUI-64).
-async fn host_link_local(host: &Netlink, link: &Link) -> Result<Ipv6Addr, CniError> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    loop {
-        let addresses = host.addresses(link.index).await.map_err(kernel)?;
-        let found = addresses.iter().find_map(|a| match a.addr() {
-            IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80 => Some(v6),
-            _ => None,
-        });
-        if let Some(v6) = found {
-            return Ok(v6);
-        }
-        if std::time::Instant::now() > deadline {
-            return link.mac.map(eui64_link_local).ok_or_else(|| {
-                CniError::new(
-                    code::KERNEL,
-                    format!("{} has no link-local address", link.name),
-                )
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-fn eui64_link_local(mac: [u8; 6]) -> Ipv6Addr {
-    let [a, b, c, d, e, f] = mac;
-    Ipv6Addr::new(
-        0xfe80,
-        0,
-        0,
-        0,
-        u16::from_be_bytes([a ^ 0x02, b]),
-        u16::from_be_bytes([c, 0xff]),
-        u16::from_be_bytes([0xfe, d]),
-        u16::from_be_bytes([e, f]),
-    )
+    let plan = plumbing::plan(veth, &env.ifname, &env.netns, addresses, conf.mtu);
+    let plumbed = plumbing::execute(&plan).await?;
+    done.plumbing = plumbed.undo;
+    Ok((plumbed.host, plumbed.container))
 }
 
 fn format_mac(mac: [u8; 6]) -> String {
@@ -407,15 +276,7 @@ async fn undo(done: &Done, env: &Env, stdin: &[u8], ipam_type: &str, store: &dyn
     {
         tracing::error!("undo: cannot delete {key}: {e}");
     }
-    if let Some(veth) = &done.veth {
-        let removed = async {
-            let host = Netlink::connect(&Netns::current())?;
-            host.delete_link(veth).await
-        };
-        if let Err(e) = removed.await {
-            tracing::error!("undo: cannot delete {veth}: {e}");
-        }
-    }
+    plumbing::undo(&done.plumbing).await;
     if done.ipam
         && let Err(e) = delegate::call(ipam_type, &env.path, "DEL", stdin)
     {
@@ -552,15 +413,4 @@ fn kernel(error: calico_linux::NetlinkError) -> CniError {
 
 fn datastore(error: calico_datastore::DatastoreError) -> CniError {
     CniError::new(code::DATASTORE, error.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_ipv6_gateway_is_derived_from_the_mac_as_the_kernel_does() {
-        let ll = eui64_link_local([0xee, 0xee, 0xee, 0xee, 0xee, 0xee]);
-        assert_eq!(ll, "fe80::ecee:eeff:feee:eeee".parse::<Ipv6Addr>().unwrap());
-    }
 }
