@@ -181,9 +181,14 @@ impl Calculator {
 
     /// Applies one datastore update: `Some(value)` for a put, `None` for a delete.
     pub fn apply(&mut self, key: &str, value: Option<&str>) -> Applied {
-        let Ok(parsed) = Key::parse(key) else {
-            return Applied::Ignored;
-        };
+        match Key::parse(key) {
+            Ok(parsed) => self.apply_parsed(parsed, value),
+            Err(_) => Applied::Ignored,
+        }
+    }
+
+    /// [`Calculator::apply`] for a key the caller has parsed already.
+    pub fn apply_parsed(&mut self, parsed: Key, value: Option<&str>) -> Applied {
         let endpoint = match &parsed {
             Key::WorkloadEndpoint(id) => Some(EndpointKey::Workload(id.clone())),
             Key::HostEndpoint(id) => Some(EndpointKey::Host(id.clone())),

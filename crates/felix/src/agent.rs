@@ -204,10 +204,10 @@ pub async fn run(
                 let Some(event) = event else {
                     anyhow::bail!("the datastore watch ended");
                 };
-                felix.handle(event, &hostname);
+                felix.handle(event);
                 // Take whatever else is already waiting, then program once for the batch.
                 while let Ok(Some(event)) = timeout(Duration::ZERO, watch.next()).await {
-                    felix.handle(event, &hostname);
+                    felix.handle(event);
                 }
                 if felix.stale.config {
                     felix.stale.config = false;
@@ -420,25 +420,15 @@ struct Felix<'a> {
 
 impl Felix<'_> {
     /// Feeds one watch event to the calculator.
-    fn handle(&mut self, event: WatchEvent, hostname: &str) {
+    fn handle(&mut self, event: WatchEvent) {
         match event {
             WatchEvent::Put(pair) => {
-                self.metrics.updates.inc();
                 self.seen_revision = self.seen_revision.max(pair.mod_revision);
-                self.stale.config |= is_config(&pair.key, hostname);
-                self.encap.update(&pair.key, Some(&pair.value));
-                let applied = self.calc.apply(&pair.key, Some(&pair.value));
-                // The one WARNING for an invalid update (the calculator does not log it).
-                if let calico_calc::Applied::Invalid { reason } = applied {
-                    tracing::warn!("{}", calico_model::invalid_warning(&pair.key, &reason));
-                }
+                self.update(&pair.key, Some(&pair.value));
             }
             WatchEvent::Delete { key, mod_revision } => {
-                self.metrics.updates.inc();
                 self.seen_revision = self.seen_revision.max(mod_revision);
-                self.stale.config |= is_config(&key, hostname);
-                self.encap.update(&key, None);
-                self.calc.apply(&key, None);
+                self.update(&key, None);
             }
             WatchEvent::InSync { revision } => {
                 tracing::info!(revision, "in sync with the datastore");
@@ -448,6 +438,21 @@ impl Felix<'_> {
                     self.firewall = Firewall::NeedsFullSync;
                 }
             }
+        }
+    }
+
+    /// One put (`Some`) or delete (`None`): the key is parsed once, then goes to whichever of
+    /// the configuration, the encapsulation and the calculator it concerns.
+    fn update(&mut self, key: &str, value: Option<&str>) {
+        self.metrics.updates.inc();
+        let Ok(parsed) = Key::parse(key) else {
+            return;
+        };
+        self.stale.config |= is_config(&parsed, &self.hostname);
+        self.encap.update(key, &parsed, value);
+        // The one WARNING for an invalid update (the calculator does not log it).
+        if let calico_calc::Applied::Invalid { reason } = self.calc.apply_parsed(parsed, value) {
+            tracing::warn!("{}", calico_model::invalid_warning(key, &reason));
         }
     }
 
@@ -461,8 +466,16 @@ impl Felix<'_> {
     /// A change of a host's registered address (only IPIP needs them).
     fn host_event(&mut self, event: WatchEvent) {
         match event {
-            WatchEvent::Put(pair) => self.encap.update(&pair.key, Some(&pair.value)),
-            WatchEvent::Delete { key, .. } => self.encap.update(&key, None),
+            WatchEvent::Put(pair) => {
+                if let Ok(parsed) = Key::parse(&pair.key) {
+                    self.encap.update(&pair.key, &parsed, Some(&pair.value));
+                }
+            }
+            WatchEvent::Delete { key, .. } => {
+                if let Ok(parsed) = Key::parse(&key) {
+                    self.encap.update(&key, &parsed, None);
+                }
+            }
             WatchEvent::InSync { .. } => {}
         }
     }
@@ -740,10 +753,10 @@ fn tool_of(command: &str) -> &'static str {
 }
 
 /// Whether a key is global or this host's Felix configuration.
-fn is_config(key: &str, hostname: &str) -> bool {
-    match Key::parse(key) {
-        Ok(Key::GlobalConfig { .. }) => true,
-        Ok(Key::HostConfig { hostname: h, .. }) => h == hostname,
+fn is_config(key: &Key, hostname: &str) -> bool {
+    match key {
+        Key::GlobalConfig { .. } => true,
+        Key::HostConfig { hostname: h, .. } => h == hostname,
         _ => false,
     }
 }

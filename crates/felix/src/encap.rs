@@ -54,11 +54,8 @@ impl Encapsulation {
     /// Notes a datastore update (`None`: deleted): tunnel endpoints and host addresses are
     /// kept here; pools and workload endpoints (which the calculator keeps) make the plans
     /// stale.
-    pub fn update(&mut self, key: &str, value: Option<&str>) {
-        let Ok(parsed) = Key::parse(key) else {
-            return;
-        };
-        let hostname = match &parsed {
+    pub fn update(&mut self, key: &str, parsed: &Key, value: Option<&str>) {
+        let hostname = match parsed {
             Key::VxlanTunnel { hostname } => hostname.clone(),
             Key::HostIp {
                 hostname,
@@ -71,7 +68,7 @@ impl Encapsulation {
             _ => return,
         };
         self.dirty = true;
-        let value = match value.map(|raw| parse_value(&parsed, raw)) {
+        let value = match value.map(|raw| parse_value(parsed, raw)) {
             Some(Ok(value)) => Some(value),
             Some(Err(reason)) => {
                 tracing::warn!("{}", calico_model::invalid_warning(key, &reason));
