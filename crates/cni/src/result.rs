@@ -21,34 +21,33 @@
 //!
 //! The error object ([`ErrorObject`]) and the answer to VERSION ([`VersionInfo`]) are here too.
 
-use std::fmt;
-use std::marker::PhantomData;
 use std::net::IpAddr;
-use std::str::FromStr;
 
 use ipnet::IpNet;
-use serde::de::{self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::spec::{CniError, code};
 
+mod lenient;
+use lenient::decode;
+
 /// An interface of a result (the same in every version).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Interface {
-    #[serde(deserialize_with = "required_text")]
+    #[serde(deserialize_with = "lenient::required_text")]
     pub name: String,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "text"
+        deserialize_with = "lenient::text"
     )]
     pub mac: Option<String>,
     /// The namespace path, for interfaces inside the container.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "text"
+        deserialize_with = "lenient::text"
     )]
     pub sandbox: Option<String>,
 }
@@ -56,19 +55,19 @@ pub struct Interface {
 /// An address of a result: the 1.0.0 shape (and the version-independent one).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IpConfig {
-    #[serde(deserialize_with = "address")]
+    #[serde(deserialize_with = "lenient::address")]
     pub address: IpNet,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "gateway"
+        deserialize_with = "lenient::gateway"
     )]
     pub gateway: Option<IpAddr>,
     /// Index into the result's interfaces.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "index"
+        deserialize_with = "lenient::index"
     )]
     pub interface: Option<usize>,
 }
@@ -76,7 +75,7 @@ pub struct IpConfig {
 /// An address of a 0.3.0, 0.3.1 or 0.4.0 result: the 1.0.0 fields plus the IP version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IpConfig040 {
-    #[serde(deserialize_with = "address")]
+    #[serde(deserialize_with = "lenient::address")]
     pub address: IpNet,
     /// Always written (from the address); never read, as the address says it: `None` after
     /// deserializing.
@@ -85,14 +84,14 @@ pub struct IpConfig040 {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "gateway"
+        deserialize_with = "lenient::gateway"
     )]
     pub gateway: Option<IpAddr>,
     /// Index into the result's interfaces.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "index"
+        deserialize_with = "lenient::index"
     )]
     pub interface: Option<usize>,
 }
@@ -118,66 +117,48 @@ impl IpVersion {
 /// A route of a result (the same in every version).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouteConfig {
-    #[serde(deserialize_with = "network")]
+    #[serde(deserialize_with = "lenient::network")]
     pub dst: IpNet,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "gateway"
+        deserialize_with = "lenient::gateway"
     )]
     pub gw: Option<IpAddr>,
 }
 
-/// A 0.3.0, 0.3.1 or 0.4.0 result.
+/// A result document as written: `Ip` is the shape of one `ips[]` entry, which is all that
+/// differs between the versions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Result040 {
-    #[serde(default, deserialize_with = "any_version")]
+#[serde(rename_all = "camelCase", bound(deserialize = "Ip: Deserialize<'de>"))]
+pub struct ResultDocument<Ip> {
+    #[serde(default, deserialize_with = "lenient::any_version")]
     pub cni_version: String,
-    #[serde(default, deserialize_with = "list")]
-    pub ips: Vec<IpConfig040>,
+    #[serde(default, deserialize_with = "lenient::list")]
+    pub ips: Vec<Ip>,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "list"
+        deserialize_with = "lenient::list"
     )]
     pub interfaces: Vec<Interface>,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "list"
+        deserialize_with = "lenient::list"
     )]
     pub routes: Vec<RouteConfig>,
     /// The spec's DNS object (`nameservers`, `domain`, `search`, `options`), passed through as
     /// the configuration gives it.
-    #[serde(default = "empty_object")]
+    #[serde(default = "lenient::empty_object")]
     pub dns: Value,
 }
 
+/// A 0.3.0, 0.3.1 or 0.4.0 result.
+pub type Result040 = ResultDocument<IpConfig040>;
+
 /// A 1.0.0 result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Result100 {
-    #[serde(default, deserialize_with = "any_version")]
-    pub cni_version: String,
-    #[serde(default, deserialize_with = "list")]
-    pub ips: Vec<IpConfig>,
-    #[serde(
-        default,
-        skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "list"
-    )]
-    pub interfaces: Vec<Interface>,
-    #[serde(
-        default,
-        skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "list"
-    )]
-    pub routes: Vec<RouteConfig>,
-    /// As in [`Result040::dns`].
-    #[serde(default = "empty_object")]
-    pub dns: Value,
-}
+pub type Result100 = ResultDocument<IpConfig>;
 
 /// A CNI error object: `{"cniVersion", "code", "msg", "details"}` (`details` only when set).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -309,206 +290,6 @@ impl From<Result100> for CniResult {
             routes: result.routes,
             dns: result.dns,
         }
-    }
-}
-
-/// Deserializes `value` as `T`; the error names the field: `<path> <reason>`.
-fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, String> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        let reason = e.inner().to_string();
-        // Serde's own error for a required field that is absent.
-        if let Some(field) = reason
-            .strip_prefix("missing field `")
-            .and_then(|r| r.strip_suffix('`'))
-        {
-            return if path == "." {
-                format!("{field} is missing")
-            } else {
-                format!("{path}.{field} is missing")
-            };
-        }
-        format!("{path} {reason}")
-    })
-}
-
-fn empty_object() -> Value {
-    json!({})
-}
-
-/// `cniVersion` as read: not checked (a result is read whatever version it says it is).
-fn any_version<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
-    Ok(match Value::deserialize(deserializer)? {
-        Value::String(version) => version,
-        _ => String::new(),
-    })
-}
-
-/// An optional string (`null` is absent).
-fn text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
-    match Value::deserialize(deserializer)? {
-        Value::Null => Ok(None),
-        Value::String(s) => Ok(Some(s)),
-        _ => Err(de::Error::custom("is not a string")),
-    }
-}
-
-/// A required string (`null` is missing).
-fn required_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
-    text(deserializer)?.ok_or_else(|| de::Error::custom("is missing"))
-}
-
-/// An optional string parsed as `T`; `kind` names what it should be.
-fn parsed<'de, D: Deserializer<'de>, T: FromStr>(
-    deserializer: D,
-    kind: &str,
-) -> Result<Option<T>, D::Error> {
-    text(deserializer)?
-        .map(|s| {
-            s.parse()
-                .map_err(|_| de::Error::custom(format!("{s:?} is not {kind}")))
-        })
-        .transpose()
-}
-
-fn address<'de, D: Deserializer<'de>>(deserializer: D) -> Result<IpNet, D::Error> {
-    parsed(deserializer, "an address/prefix")?.ok_or_else(|| de::Error::custom("is missing"))
-}
-
-fn network<'de, D: Deserializer<'de>>(deserializer: D) -> Result<IpNet, D::Error> {
-    parsed(deserializer, "a network")?.ok_or_else(|| de::Error::custom("is missing"))
-}
-
-fn gateway<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<IpAddr>, D::Error> {
-    parsed(deserializer, "an address")
-}
-
-/// An index into `interfaces`: a non-negative integer (`null` is absent).
-fn index<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<usize>, D::Error> {
-    match Value::deserialize(deserializer)? {
-        Value::Null => Ok(None),
-        value => value
-            .as_u64()
-            .and_then(|n| usize::try_from(n).ok())
-            .map(Some)
-            .ok_or_else(|| de::Error::custom("is not an index")),
-    }
-}
-
-/// A list (`null` is empty). Each item is read as an object; an item that is not one reads as
-/// `{}`, so its first required field is the one reported missing. The items are read in
-/// place, so their errors name the item and the field (`ips[1].address`).
-fn list<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    deserializer.deserialize_any(ListVisitor(PhantomData))
-}
-
-/// Every other kind of JSON value is refused with `$reason`.
-macro_rules! refuse_others {
-    ($reason:expr; $($method:ident($ty:ty)),*) => {
-        $(fn $method<E: de::Error>(self, _: $ty) -> Result<Self::Value, E> {
-            Err(E::custom($reason))
-        })*
-        fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<Self::Value, A::Error> {
-            Err(de::Error::custom($reason))
-        }
-    };
-}
-
-struct ListVisitor<T>(PhantomData<T>);
-
-impl<'de, T: Deserialize<'de>> de::Visitor<'de> for ListVisitor<T> {
-    type Value = Vec<T>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list")
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Vec<T>, E> {
-        Ok(Vec::new())
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Vec<T>, E> {
-        Ok(Vec::new())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(ObjectOrEmpty(PhantomData))? {
-            items.push(item);
-        }
-        Ok(items)
-    }
-
-    refuse_others!("is not a list";
-        visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_str(&str));
-}
-
-/// Reads an item as an object, or as `{}` when it is some other JSON value.
-struct ObjectOrEmpty<T>(PhantomData<T>);
-
-impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for ObjectOrEmpty<T> {
-    type Value = T;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<T, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de, T: Deserialize<'de>> ObjectOrEmpty<T> {
-    fn empty<E: de::Error>() -> Result<T, E> {
-        T::deserialize(de::value::MapDeserializer::new(std::iter::empty::<(
-            &'static str,
-            (),
-        )>()))
-    }
-}
-
-impl<'de, T: Deserialize<'de>> de::Visitor<'de> for ObjectOrEmpty<T> {
-    type Value = T;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-        T::deserialize(de::value::MapAccessDeserializer::new(map))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<T, A::Error> {
-        while seq.next_element::<de::IgnoredAny>()?.is_some() {}
-        Self::empty()
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<T, E> {
-        Self::empty()
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<T, E> {
-        Self::empty()
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<T, E> {
-        Self::empty()
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<T, E> {
-        Self::empty()
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<T, E> {
-        Self::empty()
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<T, E> {
-        Self::empty()
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<T, E> {
-        Self::empty()
     }
 }
 
