@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
+use calico_bgp::{Session, parse_protocols};
 use calico_datastore::{Datastore, EtcdDatastore};
 
 use crate::check::applied_revision;
@@ -188,16 +189,16 @@ fn bgp_progress(socket: &Path, peers: &[&Host]) -> Progress {
         Ok(text) => text,
         Err(error) => return Progress::Waiting(format!("BIRD does not answer: {error:#}")),
     };
-    let sessions = parse_bgp_sessions(&text);
+    let sessions = parse_protocols(&text);
     for peer in peers {
         for address in [IpAddr::V4(peer.ip), IpAddr::V6(peer.ip6)] {
             let session = sessions.iter().find(|s| s.neighbor == Some(address));
             match session {
-                Some(s) if s.established() => {}
+                Some(s) if established(s) => {}
                 Some(s) => {
                     return Progress::Waiting(format!(
-                        "the BGP session to {} ({address}) is not Established; birdc: {} {}",
-                        peer.name, s.name, s.summary
+                        "the BGP session to {} ({address}) is not Established; birdc: {} {} {}",
+                        peer.name, s.name, s.state, s.info
                     ));
                 }
                 None => {
@@ -212,52 +213,9 @@ fn bgp_progress(socket: &Path, peers: &[&Host]) -> Progress {
     Progress::Done
 }
 
-/// One BGP protocol in `birdc show protocols all`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct BgpSession {
-    name: String,
-    neighbor: Option<IpAddr>,
-    /// `BGP state:` (Established, Active, Connect, …).
-    state: String,
-    /// The protocol's line after its name: `BGP --- start 07:48:01 Active Socket: …`.
-    summary: String,
-}
-
-impl BgpSession {
-    fn established(&self) -> bool {
-        self.state == "Established"
-    }
-}
-
-fn parse_bgp_sessions(text: &str) -> Vec<BgpSession> {
-    let mut sessions: Vec<BgpSession> = Vec::new();
-    let mut in_bgp = false;
-    for line in text.lines() {
-        if !line.starts_with([' ', '\t']) {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            in_bgp = fields.len() >= 2 && fields[1] == "BGP";
-            if in_bgp {
-                sessions.push(BgpSession {
-                    name: fields[0].to_owned(),
-                    neighbor: None,
-                    state: String::new(),
-                    summary: fields[1..].join(" "),
-                });
-            }
-            continue;
-        }
-        let Some(session) = sessions.last_mut().filter(|_| in_bgp) else {
-            continue;
-        };
-        let line = line.trim();
-        if let Some(state) = line.strip_prefix("BGP state:") {
-            session.state = state.trim().to_owned();
-        } else if let Some(address) = line.strip_prefix("Neighbor address:") {
-            let address = address.trim().split('%').next().unwrap_or_default();
-            session.neighbor = address.parse().ok();
-        }
-    }
-    sessions
+/// Whether BIRD reports a session as Established (state `up`, info `Established`).
+fn established(session: &Session) -> bool {
+    session.state == "up" && session.info.starts_with("Established")
 }
 
 /// Waits until every other host routes each of `workload`'s addresses to the workload's host.
@@ -388,16 +346,16 @@ Mesh_fd00_99__12 BGP        ---        start  07:48:01.000  Active        Socket
 
     #[test]
     fn bgp_sessions_with_neighbour_and_state() {
-        let sessions = parse_bgp_sessions(PROTOCOLS);
+        let sessions = parse_protocols(PROTOCOLS);
         assert_eq!(sessions.len(), 2, "{sessions:?}");
-        assert!(sessions[0].established());
+        assert!(established(&sessions[0]));
         assert_eq!(sessions[0].neighbor, Some("10.99.0.12".parse().unwrap()));
         let v6 = &sessions[1];
-        assert!(!v6.established());
+        assert!(!established(v6));
         assert_eq!(v6.neighbor, Some("fd00:99::12".parse().unwrap()));
         assert_eq!(
-            v6.summary,
-            "BGP --- start 07:48:01.000 Active Socket: Connection refused"
+            format!("{} {}", v6.state, v6.info),
+            "start Active Socket: Connection refused"
         );
     }
 
