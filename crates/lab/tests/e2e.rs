@@ -344,23 +344,8 @@ fn policy_change_while_a_flow_is_open() {
     lab.workload("host2", "server", W2, &["open"], &[]);
     lab.wait();
     let to = format!("{W2}:80");
-    let flow = std::process::Command::new(common::BIN)
-        .args([
-            "--lab",
-            &lab.name,
-            "exec",
-            "client",
-            "--",
-            common::BIN,
-            "flow",
-            &to,
-            "--seconds",
-            "4",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    // The flow's defaults: an echo every 50 ms, 3 s patience.
+    let flow = lab.start_flow("client", &to, 4, 50, 3000);
     std::thread::sleep(std::time::Duration::from_millis(500)); // let the flow start
     lab.put(
         "/calico/v1/policy/profile/open/rules",

@@ -3,11 +3,11 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use calico_testkit::eventually;
-use common::{BIN, OPEN, TestLab};
+use common::{OPEN, TestLab};
 
 const W1: &str = "10.65.1.1";
 const W2: &str = "10.65.2.1";
@@ -56,20 +56,7 @@ fn kill_9_and_restart_keeps_flows_and_rules() {
     let before = ruleset(&lab, "host2");
 
     let to = format!("{W2}:80");
-    let flow = Command::new(BIN)
-        .args(["--lab", &lab.name, "exec", "client", "--", BIN, "flow", &to])
-        .args([
-            "--seconds",
-            "5",
-            "--every-ms",
-            "20",
-            "--patience-ms",
-            "1000",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let flow = lab.start_flow("client", &to, 5, 20, 1000);
     std::thread::sleep(Duration::from_millis(500));
     lab.ok(&["restart-felix", "host2"]);
     lab.ok(&["restart-felix", "host1"]);
@@ -103,20 +90,7 @@ fn a_restart_for_a_configuration_change_keeps_flows() {
     lab.workload("host2", "server", W2, &["open"], &[]);
     lab.wait();
     let to = format!("{W2}:80");
-    let flow = Command::new(BIN)
-        .args(["--lab", &lab.name, "exec", "client", "--", BIN, "flow", &to])
-        .args([
-            "--seconds",
-            "8",
-            "--every-ms",
-            "20",
-            "--patience-ms",
-            "1000",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let flow = lab.start_flow("client", &to, 8, 20, 1000);
     let established = || {
         let out = lab.in_host(
             "host2",

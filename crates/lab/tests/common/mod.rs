@@ -223,6 +223,38 @@ impl TestLab {
         words
     }
 
+    /// Starts `calico-lab flow` inside workload `from`: one TCP connection to `to` kept busy
+    /// for `seconds`, an echo every `every_ms` (each may take `patience_ms`). Wait for it with
+    /// `wait_with_output`; it fails if an echo did not come back.
+    pub fn start_flow(
+        &self,
+        from: &str,
+        to: &str,
+        seconds: u32,
+        every_ms: u32,
+        patience_ms: u32,
+    ) -> std::process::Child {
+        let (seconds, every, patience) = (
+            seconds.to_string(),
+            every_ms.to_string(),
+            patience_ms.to_string(),
+        );
+        Command::new(BIN)
+            .args(["--lab", &self.name, "exec", from, "--", BIN, "flow", to])
+            .args([
+                "--seconds",
+                &seconds,
+                "--every-ms",
+                &every,
+                "--patience-ms",
+                &patience,
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("calico-lab flow starts")
+    }
+
     /// The name of one of the lab's namespaces (`host1`, `fabric`, `host1.w1`).
     pub fn netns(&self, node: &str) -> String {
         format!("{}.{node}", self.name)
