@@ -119,25 +119,10 @@ impl Ipip {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use calico_model::key::WorkloadEndpointId;
 
+    /// A workload on `host` (named after it), through the VXLAN tests' fixture.
     fn workload(host: &str, addresses: &[&str]) -> (EndpointKey, Endpoint) {
-        let key = EndpointKey::Workload(WorkloadEndpointId {
-            hostname: host.to_owned(),
-            orchestrator: "cni".to_owned(),
-            workload: format!("on-{host}"),
-            endpoint: "eth0".to_owned(),
-        });
-        let endpoint = Endpoint {
-            interface: Some("cali0".to_owned()),
-            active: true,
-            profile_ids: Vec::new(),
-            labels: Default::default(),
-            addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),
-            mac: None,
-            nat: Vec::new(),
-        };
-        (key, endpoint)
+        crate::vxlan::tests::workload(host, &format!("on-{host}"), addresses)
     }
 
     fn pools(ipip: bool) -> BTreeMap<IpNet, IpPool> {

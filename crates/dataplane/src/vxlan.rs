@@ -304,7 +304,7 @@ impl Vxlan {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use calico_model::endpoint::MacAddr;
     use calico_model::key::WorkloadEndpointId;
@@ -324,7 +324,8 @@ mod tests {
         (cidr, pool)
     }
 
-    fn workload(host: &str, name: &str, addresses: &[&str]) -> (EndpointKey, Endpoint) {
+    /// An active workload `name` on `host` with `addresses` (a plan's input).
+    pub(crate) fn workload(host: &str, name: &str, addresses: &[&str]) -> (EndpointKey, Endpoint) {
         let key = EndpointKey::Workload(WorkloadEndpointId {
             hostname: host.to_owned(),
             orchestrator: "cni".to_owned(),
