@@ -14,7 +14,7 @@
 use std::collections::BTreeSet;
 
 use calico_calc::{Changes, DesiredState};
-use calico_linux::{CommandError, Family, Ipset, Iptables, Netns};
+use calico_linux::{CommandError, Family, FirewallTables, IpSets, Ipset, Iptables, Netns};
 
 use crate::render::config::RenderConfig;
 use crate::render::{
@@ -50,22 +50,37 @@ struct Plane {
 /// The dataplane of one network namespace.
 #[derive(Debug)]
 pub struct Dataplane {
-    iptables: Iptables,
-    ipset: Ipset,
+    iptables: Box<dyn FirewallTables>,
+    ipset: Box<dyn IpSets>,
     config: RenderConfig,
     planes: [Plane; 2],
 }
 
 impl Dataplane {
+    /// The dataplane of `netns`, through iptables and ipset.
     pub fn new(netns: Netns, config: RenderConfig) -> Dataplane {
+        Dataplane::with_kernel(
+            Box::new(Iptables::new(netns.clone())),
+            Box::new(Ipset::new(netns)),
+            config,
+        )
+    }
+
+    /// The dataplane behind any implementation of the firewall seams (tests use
+    /// [`calico_linux::fake::FakeKernel`]).
+    pub fn with_kernel(
+        iptables: Box<dyn FirewallTables>,
+        ipset: Box<dyn IpSets>,
+        config: RenderConfig,
+    ) -> Dataplane {
         let plane = |family, version| Plane {
             family,
             version,
             filter: FilterTable::new(config.clone(), version),
         };
         Dataplane {
-            iptables: Iptables::new(netns.clone()),
-            ipset: Ipset::new(netns),
+            iptables,
+            ipset,
             planes: [
                 plane(Family::V4, IpVersion::V4),
                 plane(Family::V6, IpVersion::V6),
@@ -91,7 +106,7 @@ impl Dataplane {
             for (table, text) in tables {
                 self.iptables.restore(family, &text)?;
                 repairs.stale_chains.extend(delete_undeclared(
-                    &self.iptables,
+                    self.iptables.as_ref(),
                     family,
                     table,
                     &text,
@@ -132,13 +147,13 @@ impl Dataplane {
             if raw_touched {
                 let raw = render_raw(state, &self.config, version);
                 self.iptables.restore(family, &raw)?;
-                delete_undeclared(&self.iptables, family, "raw", &raw)?;
+                delete_undeclared(self.iptables.as_ref(), family, "raw", &raw)?;
             }
             // The nat table holds the endpoints' NAT mappings: rendered whole, like raw.
             if !changes.endpoints.is_empty() {
                 let nat = render_nat(state, &self.config, version);
                 self.iptables.restore(family, &nat)?;
-                delete_undeclared(&self.iptables, family, "nat", &nat)?;
+                delete_undeclared(self.iptables.as_ref(), family, "nat", &nat)?;
             }
             self.ipset.restore(&render_ipset_updates(
                 state,
@@ -172,7 +187,7 @@ impl Dataplane {
 /// Deletes the `cali-` chains of `table` that `text` (the table's whole restore input) does
 /// not declare: they are left from an earlier state, and nothing refers to them any more.
 fn delete_undeclared(
-    iptables: &Iptables,
+    iptables: &dyn FirewallTables,
     family: Family,
     table: &str,
     text: &str,

@@ -1,10 +1,12 @@
 //! The dataplane driver on a real kernel, in a network namespace per test: a sync programs
 //! everything, changes apply incrementally, and a later sync repairs drift and removes what is
-//! no longer needed, leaving exactly what a fresh sync of the same state leaves.
+//! no longer needed, leaving exactly what a fresh sync of the same state leaves. The same logic
+//! runs without root against the in-memory kernel (`in_memory_*`).
 
 use calico_calc::Calculator;
 use calico_dataplane::{Dataplane, RenderConfig};
-use calico_linux::Netns;
+use calico_linux::fake::FakeKernel;
+use calico_linux::{Family, FirewallTables, IpSets, Netns};
 use calico_testkit::NetNs;
 
 const WEB: &str = "/calico/v1/host/h1/workload/k8s/ns.web/endpoint/eth0";
@@ -228,4 +230,62 @@ fn nat_mappings_come_and_go_with_the_endpoint() {
     );
     assert_eq!(removed, fresh_snapshot(&calc));
     assert!(dataplane.sync(calc.state()).unwrap().is_empty());
+}
+
+/// The same driver over the in-memory kernel (no root): a fresh sync hooks every kernel chain,
+/// drift is repaired and reported, and a sync with nothing changed repairs nothing.
+#[test]
+fn in_memory_sync_repairs_drift() {
+    let calc = calculator();
+    let kernel = FakeKernel::new();
+    let mut dataplane = in_memory(&kernel);
+    let repairs = dataplane.sync(calc.state()).unwrap();
+    assert_eq!(repairs.jumps.len(), 16, "{repairs:?}");
+    let synced = kernel.dump();
+    assert!(
+        synced.contains("V4 filter FORWARD: -j cali-FORWARD"),
+        "{synced}"
+    );
+    assert!(synced.contains("V6 raw OUTPUT: -j cali-OUTPUT"), "{synced}");
+
+    let drift = "*filter\n-D FORWARD -j cali-FORWARD\n:cali-leftover - [0:0]\nCOMMIT\n";
+    FirewallTables::restore(&kernel, Family::V4, drift).unwrap();
+    IpSets::restore(&kernel, "create cali4-leftover hash:ip\n").unwrap();
+    let repairs = dataplane.sync(calc.state()).unwrap();
+    assert_eq!(repairs.jumps, ["V4 filter FORWARD -> cali-FORWARD"]);
+    assert_eq!(repairs.stale_chains, ["cali-leftover"]);
+    assert_eq!(repairs.stale_sets, ["cali4-leftover"]);
+    assert_eq!(kernel.dump(), synced);
+    assert!(dataplane.sync(calc.state()).unwrap().is_empty());
+}
+
+/// A batch that fails half-way (the IPv6 tables refuse it) returns the error; the kernel keeps
+/// what committed before, and the full sync that follows (what Felix does next) leaves exactly
+/// what a fresh sync of the state leaves.
+#[test]
+fn in_memory_failed_batch_then_full_sync() {
+    let mut calc = calculator();
+    let kernel = FakeKernel::new();
+    let mut dataplane = in_memory(&kernel);
+    dataplane.sync(calc.state()).unwrap();
+    calc.apply(DB, None);
+    let changes = calc.take_changes();
+    kernel.fail_next("ip6tables-restore");
+    let error = dataplane.apply(calc.state(), &changes).unwrap_err();
+    assert!(error.command.starts_with("ip6tables-restore"), "{error}");
+    assert!(kernel.dump().contains("V6 filter :cali-wi-calidb"));
+    dataplane.sync(calc.state()).unwrap();
+
+    let fresh = FakeKernel::new();
+    in_memory(&fresh).sync(calc.state()).unwrap();
+    assert_eq!(kernel.dump(), fresh.dump());
+    assert!(!fresh.dump().contains("calidb"));
+}
+
+fn in_memory(kernel: &FakeKernel) -> Dataplane {
+    Dataplane::with_kernel(
+        Box::new(kernel.clone()),
+        Box::new(kernel.clone()),
+        RenderConfig::default(),
+    )
 }

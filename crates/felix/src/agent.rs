@@ -10,9 +10,8 @@
 //!          report ─► status key with a TTL
 //!                          │ after each batch: program()
 //!                          ▼
-//!  Firewall::AwaitingSnapshot  nothing yet (until the watch says InSync)
-//!  Firewall::NeedsFullSync     Dataplane::sync ──ok──► Firewall::InStep (fails: stays, retried)
-//!  Firewall::InStep            Dataplane::apply(changes)        (fails: ──► NeedsFullSync)
+//!  Firewall (firewall.rs)      nothing before the snapshot, then a full sync, then only the
+//!                              calculator's changes; any failure: a full sync next time
 //!  Stale::interfaces           host endpoints follow their addresses (Calculator)
 //!  Stale::routes               Routing::sync ──► Stale::statuses
 //!  Encapsulation               VXLAN and IPIP plans applied when they changed
@@ -31,13 +30,14 @@ use calico_dataplane::{Dataplane, Ipip, Routing, Vxlan};
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore, WatchEvent};
 use calico_linux::{LinkEvent, LinkEvents, Netlink, Netns};
 use calico_model::Key;
-use calico_model::status::{EndpointOperState, EndpointStatus};
 use tokio::net::TcpListener;
 use tokio::time::{MissedTickBehavior, interval, sleep, timeout};
 
 use crate::config::{Bootstrap, Config, Inputs, unknown_names};
 use crate::encap::Encapsulation;
+use crate::firewall::{Firewall, Outcome, Stage};
 use crate::metrics::{Health, Metrics, health_routes, metrics_routes, serve};
+use crate::status::{StatusReporter, desired_statuses};
 
 /// How often "wait-for-ready" is logged while `/calico/v1/Ready` is not true.
 const READY_LOG_EVERY: Duration = Duration::from_secs(10);
@@ -161,16 +161,14 @@ pub async fn run(
     let mut felix = Felix {
         store,
         hostname: hostname.clone(),
-        reported: BTreeMap::new(),
-        stale_statuses_removed: false,
+        statuses: StatusReporter::new(&hostname),
         calc: Calculator::new(&hostname),
-        dataplane: Dataplane::new(netns.clone(), config.render()),
+        firewall: Firewall::new(Dataplane::new(netns.clone(), config.render())),
         routing: Routing::new(netns.clone(), &config.interface_prefix)
             .context("opening netlink")?,
         metrics,
         health,
         prefix: config.interface_prefix.clone(),
-        firewall: Firewall::AwaitingSnapshot,
         stale: Stale {
             routes: true,
             interfaces: true,
@@ -214,8 +212,9 @@ pub async fn run(
                     match reload(store, &config, &mut inputs, &mut warned).await {
                         Reload::Same => {}
                         Reload::Live(new) => {
-                            felix.dataplane = Dataplane::new(netns.clone(), new.render());
-                            felix.needs_full_sync();
+                            felix
+                                .firewall
+                                .replace(Dataplane::new(netns.clone(), new.render()));
                             refresh = ticker(new.iptables_refresh);
                             route_refresh = ticker(new.route_refresh);
                             config = *new;
@@ -267,7 +266,7 @@ pub async fn run(
             _ = heartbeat.tick() => {
                 felix.health.beat();
                 // Retry what failed.
-                if felix.firewall != Firewall::InStep || felix.stale.routes || felix.encap.dirty() {
+                if felix.firewall.stage() != Stage::InStep || felix.stale.routes || felix.encap.dirty() {
                     felix.program().await;
                 }
             }
@@ -367,19 +366,6 @@ async fn start_servers(config: &Config, metrics: &Metrics, health: &Health) -> a
     Ok(())
 }
 
-/// Where the firewall (iptables and IP sets) stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Firewall {
-    /// The datastore snapshot has not come yet: nothing is programmed (a half-read datastore
-    /// would open or close the wrong things).
-    AwaitingSnapshot,
-    /// A full sync is due: at start-up, after a failed change, after a live configuration
-    /// change.
-    NeedsFullSync,
-    /// In step with the calculator: only its changes are applied.
-    InStep,
-}
-
 /// What needs a look on the next pass: set by events, cleared once done.
 #[derive(Debug)]
 struct Stale {
@@ -398,17 +384,14 @@ struct Stale {
 struct Felix<'a> {
     store: &'a dyn Datastore,
     hostname: String,
-    /// Endpoint statuses as last written to etcd.
-    reported: BTreeMap<EndpointKey, EndpointOperState>,
-    /// Statuses left from before a restart have been cleaned up.
-    stale_statuses_removed: bool,
+    /// Endpoint statuses in etcd.
+    statuses: StatusReporter,
     calc: Calculator,
-    dataplane: Dataplane,
+    firewall: Firewall,
     routing: Routing,
     metrics: Metrics,
     health: Health,
     prefix: String,
-    firewall: Firewall,
     stale: Stale,
     /// The interfaces each host endpoint given by address resolved to, as last logged.
     host_interfaces: BTreeMap<EndpointKey, Vec<String>>,
@@ -434,9 +417,7 @@ impl Felix<'_> {
                 tracing::info!(revision, "in sync with the datastore");
                 self.metrics.resyncs.inc();
                 self.seen_revision = self.seen_revision.max(revision);
-                if self.firewall == Firewall::AwaitingSnapshot {
-                    self.firewall = Firewall::NeedsFullSync;
-                }
+                self.firewall.snapshot_received();
             }
         }
     }
@@ -453,13 +434,6 @@ impl Felix<'_> {
         // The one WARNING for an invalid update (the calculator does not log it).
         if let calico_calc::Applied::Invalid { reason } = self.calc.apply_parsed(parsed, value) {
             tracing::warn!("{}", calico_model::invalid_warning(key, &reason));
-        }
-    }
-
-    /// A full sync is due (unless nothing has been programmed yet).
-    fn needs_full_sync(&mut self) {
-        if self.firewall != Firewall::AwaitingSnapshot {
-            self.firewall = Firewall::NeedsFullSync;
         }
     }
 
@@ -555,7 +529,7 @@ impl Felix<'_> {
     /// calculator's changes; routes when endpoints or links changed. Failures are logged,
     /// counted, and retried on the next heartbeat; the dataplane is left as it was.
     async fn program(&mut self) {
-        if self.firewall == Firewall::AwaitingSnapshot {
+        if self.firewall.stage() == Stage::AwaitingSnapshot {
             return;
         }
         if self.stale.interfaces {
@@ -565,30 +539,19 @@ impl Felix<'_> {
         if !changes.endpoints.is_empty() {
             self.stale.routes = true;
         }
-        let started = Instant::now();
-        let firewall = if self.firewall == Firewall::NeedsFullSync {
-            self.dataplane.sync(self.calc.state()).map(|repairs| {
-                tracing::info!(?repairs, elapsed = ?started.elapsed(), "dataplane programmed");
-                self.metrics
-                    .sync_seconds
-                    .observe(started.elapsed().as_secs_f64());
-            })
-        } else if !changes.is_empty() {
-            self.dataplane.apply(self.calc.state(), &changes).map(|()| {
-                tracing::debug!(elapsed = ?started.elapsed(), "changes applied");
-                self.metrics
-                    .apply_seconds
-                    .observe(started.elapsed().as_secs_f64());
-            })
-        } else {
-            Ok(())
-        };
-        match firewall {
-            Ok(()) => self.firewall = Firewall::InStep,
-            Err(error) => {
+        match self.firewall.program(self.calc.state(), &changes) {
+            Outcome::Idle => {}
+            Outcome::Synced { repairs, took } => {
+                tracing::info!(?repairs, elapsed = ?took, "dataplane programmed");
+                self.metrics.sync_seconds.observe(took.as_secs_f64());
+            }
+            Outcome::Applied { took } => {
+                tracing::debug!(elapsed = ?took, "changes applied");
+                self.metrics.apply_seconds.observe(took.as_secs_f64());
+            }
+            Outcome::Failed(error) => {
                 tracing::error!("programming the firewall failed (will retry): {error}");
                 self.metrics.failed(tool_of(&error.command));
-                self.firewall = Firewall::NeedsFullSync;
             }
         }
         if self.stale.routes {
@@ -610,7 +573,8 @@ impl Felix<'_> {
             tracing::error!("programming VXLAN failed (will retry): {error}");
             self.metrics.failed("netlink");
         }
-        let done = self.firewall == Firewall::InStep && !self.stale.routes && !self.encap.dirty();
+        let done =
+            self.firewall.stage() == Stage::InStep && !self.stale.routes && !self.encap.dirty();
         self.health.set_ready(done);
         if done {
             self.metrics.applied_revision.set(self.seen_revision);
@@ -620,123 +584,31 @@ impl Felix<'_> {
             // Statuses change only with endpoints or interfaces, both of which go through the
             // routing sync; a policy-only batch does no datastore I/O here.
             if self.stale.statuses {
-                self.stale.statuses = !self.report_endpoints().await;
+                let desired =
+                    desired_statuses(self.calc.state(), |iface| self.routing.interface_up(iface));
+                self.stale.statuses = !self.statuses.report(self.store, desired).await;
             }
         }
-    }
-
-    /// Writes each local endpoint's status (`up`: programmed with its interface up; `down`:
-    /// inactive or no interface yet) where it changed, and deletes the statuses of endpoints
-    /// that went away (at start-up also those left by an earlier run). Returns whether every
-    /// write succeeded (otherwise the next pass tries again).
-    async fn report_endpoints(&mut self) -> bool {
-        let mut ok = true;
-        let mut desired = BTreeMap::new();
-        for (key, program) in &self.calc.state().endpoints {
-            let up = match (&program.interface, key) {
-                (Some(iface), EndpointKey::Workload(_)) => {
-                    program.active && self.routing.interface_up(iface)
-                }
-                (Some(iface), EndpointKey::Host(_)) => self.routing.interface_up(iface),
-                // A host endpoint given by addresses that no interface holds.
-                (None, _) => false,
-            };
-            let state = if up {
-                EndpointOperState::Up
-            } else {
-                EndpointOperState::Down
-            };
-            desired.insert(key.clone(), state);
-        }
-        if !self.stale_statuses_removed {
-            let prefix = format!("/calico/felix/v1/host/{}/", self.hostname);
-            match self.store.list(&prefix).await {
-                Ok(pairs) => {
-                    for pair in pairs {
-                        let stale = match Key::parse(&pair.key) {
-                            Ok(Key::WorkloadEndpointStatus(id)) => {
-                                !desired.contains_key(&EndpointKey::Workload(id))
-                            }
-                            Ok(Key::HostEndpointStatus(id)) => {
-                                !desired.contains_key(&EndpointKey::Host(id))
-                            }
-                            _ => false,
-                        };
-                        if stale {
-                            let _ = self.store.delete(&pair.key).await;
-                        }
-                    }
-                    self.stale_statuses_removed = true;
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "cannot list endpoint statuses");
-                    ok = false;
-                }
-            }
-        }
-        let gone: Vec<EndpointKey> = self
-            .reported
-            .keys()
-            .filter(|k| !desired.contains_key(*k))
-            .cloned()
-            .collect();
-        for key in gone {
-            match self.store.delete(&status_key(&key)).await {
-                Ok(_) => {
-                    self.reported.remove(&key);
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "cannot delete endpoint status");
-                    ok = false;
-                }
-            }
-        }
-        for (key, state) in desired {
-            if self.reported.get(&key) == Some(&state) {
-                continue;
-            }
-            let value = serde_json::to_string(&EndpointStatus { status: state })
-                .expect("a status serializes");
-            match self.store.put(&status_key(&key), &value).await {
-                Ok(_) => {
-                    self.reported.insert(key, state);
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "cannot write endpoint status");
-                    ok = false;
-                }
-            }
-        }
-        ok
     }
 
     /// The periodic full sync: puts back whatever changed behind Felix's back.
     async fn repair(&mut self) {
-        if self.firewall != Firewall::InStep {
+        if self.firewall.stage() != Stage::InStep {
             return;
         }
-        match self.dataplane.sync(self.calc.state()) {
-            Ok(repairs) if !repairs.is_empty() => {
+        match self.firewall.repair(self.calc.state()) {
+            Outcome::Synced { repairs, .. } if !repairs.is_empty() => {
                 tracing::warn!(?repairs, "repaired dataplane drift");
                 self.metrics.repairs.inc();
             }
-            Ok(_) => {}
-            Err(error) => {
+            Outcome::Failed(error) => {
                 tracing::error!("periodic sync failed (will retry): {error}");
                 self.metrics.failed(tool_of(&error.command));
-                self.firewall = Firewall::NeedsFullSync;
             }
+            _ => {}
         }
         self.stale.routes = true;
         self.program().await;
-    }
-}
-
-/// Where Felix reports an endpoint's status.
-fn status_key(endpoint: &EndpointKey) -> String {
-    match endpoint {
-        EndpointKey::Workload(id) => Key::WorkloadEndpointStatus(id.clone()).to_string(),
-        EndpointKey::Host(id) => Key::HostEndpointStatus(id.clone()).to_string(),
     }
 }
 

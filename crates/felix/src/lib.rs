@@ -6,7 +6,9 @@ pub mod agent;
 pub mod config;
 pub mod dry_run;
 pub mod encap;
+pub mod firewall;
 pub mod logging;
 pub mod metrics;
+pub mod status;
 
 pub use config::{Bootstrap, Config, ConfigError, Inputs, Source};

@@ -9,7 +9,7 @@ use crate::command::{CommandError, Netns};
 /// A copy of `calico_model::IpVersion` on purpose: `linux` depends on none of the workspace's
 /// crates (it is the kernel seam, usable without the data model), and the model knows nothing of
 /// the kernel. The dataplane, which uses both, pairs them (`Family::V4` with `IpVersion::V4`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Family {
     V4,
     V6,

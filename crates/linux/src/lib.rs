@@ -2,12 +2,17 @@
 //! namespace the process is in, or, when given one, inside a named namespace
 //! (`ip netns exec <ns> …`), which is how tests and the lab drive a host. Routes, neighbours and
 //! links go over rtnetlink ([`Netlink`]), settings through `/proc/sys` ([`set_sysctl`]).
+//!
+//! The firewall is reached through two narrow traits, [`FirewallTables`] and [`IpSets`]; the
+//! [`fake`] module implements them in memory for tests that run without root.
 
 mod command;
 mod conntrack;
+pub mod fake;
 mod ipset;
 mod iptables;
 mod rtnl;
+mod seams;
 mod sysctl;
 
 pub use command::{CommandError, Netns};
@@ -18,6 +23,7 @@ pub use rtnl::{
     FdbEntry, GatewayRoute, Link, LinkEvent, LinkEvents, Neighbour, Netlink, NetlinkError,
     ROUTE_PROTOCOL, Route, TUNNEL_ROUTE_PROTOCOL, TunnelRoute, VxlanDevice, in_netns,
 };
+pub use seams::{FirewallTables, IpSets};
 pub use sysctl::{SysctlError, get_sysctl, set_sysctl, workload_interface_sysctls};
 
 /// The kernel's hostname (the UTS namespace's), as Calico 1.x took it from `gethostname()`:

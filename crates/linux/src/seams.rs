@@ -1,0 +1,77 @@
+//! The narrow seams between the dataplane and the kernel's firewall: what a caller needs of
+//! iptables and of IP sets, as traits. [`Iptables`] and [`Ipset`] are the real implementations;
+//! [`crate::fake::FakeKernel`] is the in-memory one that unit tests use without root.
+
+use std::fmt::Debug;
+
+use crate::command::CommandError;
+use crate::ipset::Ipset;
+use crate::iptables::{Family, Iptables};
+
+/// The firewall tables of one network namespace (`iptables-restore --noflush` semantics).
+pub trait FirewallTables: Debug + Send {
+    /// Applies restore input; each table commits atomically at its `COMMIT`.
+    fn restore(&self, family: Family, input: &str) -> Result<(), CommandError>;
+
+    /// The names of the chains of `table` that start with `prefix`.
+    fn chains(
+        &self,
+        family: Family,
+        table: &str,
+        prefix: &str,
+    ) -> Result<Vec<String>, CommandError>;
+
+    /// Makes sure `chain` of `table` starts by jumping to `target`; returns whether it had to
+    /// insert the jump.
+    fn ensure_jump(
+        &self,
+        family: Family,
+        table: &str,
+        chain: &str,
+        target: &str,
+    ) -> Result<bool, CommandError>;
+}
+
+/// The IP sets of one network namespace (`ipset restore -exist` semantics).
+pub trait IpSets: Debug + Send {
+    /// Applies restore input, line by line (what precedes a failing line stays applied).
+    fn restore(&self, input: &str) -> Result<(), CommandError>;
+
+    /// The names of every set.
+    fn names(&self) -> Result<Vec<String>, CommandError>;
+}
+
+impl FirewallTables for Iptables {
+    fn restore(&self, family: Family, input: &str) -> Result<(), CommandError> {
+        Iptables::restore(self, family, input)
+    }
+
+    fn chains(
+        &self,
+        family: Family,
+        table: &str,
+        prefix: &str,
+    ) -> Result<Vec<String>, CommandError> {
+        Iptables::chains(self, family, table, prefix)
+    }
+
+    fn ensure_jump(
+        &self,
+        family: Family,
+        table: &str,
+        chain: &str,
+        target: &str,
+    ) -> Result<bool, CommandError> {
+        Iptables::ensure_jump(self, family, table, chain, target)
+    }
+}
+
+impl IpSets for Ipset {
+    fn restore(&self, input: &str) -> Result<(), CommandError> {
+        Ipset::restore(self, input)
+    }
+
+    fn names(&self) -> Result<Vec<String>, CommandError> {
+        Ipset::names(self)
+    }
+}
