@@ -21,6 +21,8 @@ declare -A NEEDED=(
   [nsenter]=util-linux         # kernel tools inside a container's namespace file (CNI_NETNS)
   [podman]=podman              # the real-runtime test: podman calls our CNI plugins
   [runc]=runc                  # podman's runtime here (crun refuses this kind of VM's cgroups)
+  [ctr]=containerd             # the CNI test runs `ctr run --cni` against its own containerd
+  [unshare]=util-linux         # … in a private mount namespace (ctr's CNI paths are fixed)
 )
 
 missing=()

@@ -1,14 +1,16 @@
 //! The network configuration on stdin: the CNI fields, Calico's etcd and node settings, and
 //! the `ipam` section that `calico-ipam` reads.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use calico_datastore::EtcdConfig;
+use calico_datastore::{DatastoreError, EtcdConfig};
 use ipnet::IpNet;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::spec::{CniError, CniResult, code};
+use crate::runtime_config::{self, Requested};
+use crate::spec::{CniError, CniResult, Env, code};
 
 /// The largest stdin accepted: network configs are a few kilobytes.
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;
@@ -53,6 +55,12 @@ pub struct NetConf {
     pub dns: Option<Value>,
     #[serde(rename = "prevResult", default)]
     pub prev_result: Option<Value>,
+    /// CNI conventions: the `runtimeConfig` keys this plugin takes (`ips`, `mac`).
+    #[serde(default)]
+    pub capabilities: BTreeMap<String, bool>,
+    /// What the runtime passes for the declared capabilities.
+    #[serde(rename = "runtimeConfig", default)]
+    pub runtime_config: Option<Value>,
 }
 
 /// The `ipam` section.
@@ -134,6 +142,8 @@ impl NetConf {
         if let Some(level) = &conf.log_level {
             log_filter(level)?;
         }
+        conf.requested_by_config()?;
+        conf.etcd()?;
         Ok(conf)
     }
 
@@ -155,7 +165,18 @@ impl NetConf {
             .transpose()
     }
 
-    /// How to reach etcd.
+    /// What `runtimeConfig` asks for (checked against `capabilities`).
+    fn requested_by_config(&self) -> Result<Requested, CniError> {
+        runtime_config::from_config(&self.capabilities, self.runtime_config.as_ref())
+    }
+
+    /// What the runtime asks for this container: `runtimeConfig` and `CNI_ARGS` together.
+    pub fn requested(&self, env: &Env) -> Result<Requested, CniError> {
+        runtime_config::with_args(self.requested_by_config()?, env)
+    }
+
+    /// How to reach etcd. Settings that contradict each other are refused here, naming the
+    /// config fields (the datastore's own errors speak of command-line flags).
     pub fn etcd(&self) -> Result<EtcdConfig, CniError> {
         let endpoints = match (&self.etcd_endpoints, &self.etcd_authority) {
             (Some(endpoints), _) => endpoints.clone(),
@@ -173,7 +194,45 @@ impl NetConf {
             .map(str::to_owned)
             .collect();
         if endpoints.is_empty() {
-            return Err(CniError::new(code::INVALID_CONFIG, "etcd_endpoints: empty"));
+            return Err(CniError::new(
+                code::INVALID_CONFIG,
+                format!("{}: no endpoint in it", self.endpoints_source()),
+            ));
+        }
+        let tls_files = [
+            ("etcd_ca_cert_file", &self.etcd_ca_cert_file),
+            ("etcd_cert_file", &self.etcd_cert_file),
+            ("etcd_key_file", &self.etcd_key_file),
+        ];
+        let given: Vec<&str> = tls_files
+            .iter()
+            .filter(|(_, file)| file.is_some())
+            .map(|(field, _)| *field)
+            .collect();
+        if !given.is_empty() && !endpoints.iter().any(|e| e.starts_with("https://")) {
+            return Err(CniError::new(
+                code::INVALID_CONFIG,
+                format!(
+                    "{}: the endpoints are not https://, but {} given for TLS",
+                    self.endpoints_source(),
+                    given.join(" and ")
+                ),
+            ));
+        }
+        match (&self.etcd_cert_file, &self.etcd_key_file) {
+            (Some(_), None) => {
+                return Err(CniError::new(
+                    code::INVALID_CONFIG,
+                    "etcd_key_file: missing, but etcd_cert_file is given (a client certificate needs its key)",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(CniError::new(
+                    code::INVALID_CONFIG,
+                    "etcd_cert_file: missing, but etcd_key_file is given (a client key needs its certificate)",
+                ));
+            }
+            _ => {}
         }
         Ok(EtcdConfig {
             endpoints,
@@ -184,6 +243,39 @@ impl NetConf {
         })
     }
 
+    /// Where the etcd endpoints came from, as the operator would fix it.
+    fn endpoints_source(&self) -> &'static str {
+        match (&self.etcd_endpoints, &self.etcd_authority) {
+            (Some(_), _) => "etcd_endpoints",
+            (None, Some(_)) => "etcd_authority",
+            (None, None) => "ETCD_ENDPOINTS (the config has no etcd_endpoints)",
+        }
+    }
+
+    /// A datastore error in the words of this configuration: the fields to check, not the
+    /// command-line flags the datastore's own messages name.
+    pub fn etcd_error(&self, error: DatastoreError) -> CniError {
+        let msg = match &error {
+            DatastoreError::Unreachable { endpoints, reason } => format!(
+                "cannot reach etcd at {endpoints}: {reason}; check {} in the network \
+                 configuration {:?} and that etcd is running",
+                self.endpoints_source(),
+                self.name
+            ),
+            DatastoreError::TlsFile { kind, file, reason } => {
+                let field = match *kind {
+                    "CA certificate" => "etcd_ca_cert_file",
+                    "client certificate" => "etcd_cert_file",
+                    "client key" => "etcd_key_file",
+                    _ => "etcd TLS file",
+                };
+                format!("{field}: cannot read {kind} {}: {reason}", file.display())
+            }
+            _ => flags_to_fields(&error.to_string()),
+        };
+        CniError::new(code::DATASTORE, msg)
+    }
+
     /// This host's name in the datastore.
     pub fn nodename(&self) -> String {
         self.nodename
@@ -191,6 +283,21 @@ impl NetConf {
             .filter(|n| !n.is_empty())
             .unwrap_or_else(calico_linux::hostname)
     }
+}
+
+/// Any command-line flag a lower layer's message names, as the config field that sets it.
+pub(crate) fn flags_to_fields(msg: &str) -> String {
+    [
+        ("--etcd-endpoints / ETCD_ENDPOINTS", "etcd_endpoints"),
+        ("--etcd-endpoints", "etcd_endpoints"),
+        ("--etcd-ca-cert-file", "etcd_ca_cert_file"),
+        ("--etcd-cert-file", "etcd_cert_file"),
+        ("--etcd-key-file", "etcd_key_file"),
+    ]
+    .iter()
+    .fold(msg.to_owned(), |text, (flag, field)| {
+        text.replace(flag, field)
+    })
 }
 
 /// The tracing filter for a `log_level` (code 7 for an unknown level).
@@ -247,5 +354,47 @@ mod tests {
         assert_eq!(e.code, 6);
         let e = NetConf::parse(br#"{"cniVersion": "1.0.0"}"#).unwrap_err();
         assert!(e.msg.contains("name"), "{e:?}");
+    }
+
+    #[test]
+    fn contradicting_etcd_settings_name_the_config_fields() {
+        let parse = |extra: &str| {
+            let text = format!(r#"{{"name": "n", "ipam": {{"type": "calico-ipam"}}, {extra}}}"#);
+            NetConf::parse(text.as_bytes()).unwrap_err().msg
+        };
+        assert_eq!(
+            parse(r#""etcd_endpoints": "http://e:2379", "etcd_ca_cert_file": "/ca""#),
+            "etcd_endpoints: the endpoints are not https://, but etcd_ca_cert_file given for TLS"
+        );
+        assert!(
+            parse(r#""etcd_endpoints": "https://e:2379", "etcd_key_file": "/k""#)
+                .starts_with("etcd_cert_file: missing, but etcd_key_file is given")
+        );
+        assert_eq!(
+            parse(r#""etcd_endpoints": " , ""#),
+            "etcd_endpoints: no endpoint in it"
+        );
+    }
+
+    #[test]
+    fn datastore_errors_name_the_field_that_sets_the_endpoints() {
+        let conf = NetConf::parse(br#"{"name": "net1", "etcd_authority": "e:2379"}"#).unwrap();
+        let e = conf.etcd_error(DatastoreError::Unreachable {
+            endpoints: "http://e:2379".into(),
+            reason: "refused".into(),
+        });
+        assert_eq!(e.code, 100);
+        assert_eq!(
+            e.msg,
+            "cannot reach etcd at http://e:2379: refused; check etcd_authority in the network \
+             configuration \"net1\" and that etcd is running"
+        );
+        let e = conf.etcd_error(DatastoreError::Config(
+            "no etcd endpoints given (--etcd-endpoints / ETCD_ENDPOINTS)".into(),
+        ));
+        assert_eq!(
+            e.msg,
+            "invalid datastore configuration: no etcd endpoints given (etcd_endpoints)"
+        );
     }
 }

@@ -10,7 +10,7 @@ use calico_ipam::{AssignRequest, Ipam, IpamError};
 use ipnet::IpNet;
 use serde_json::Value;
 
-use crate::config::NetConf;
+use crate::config::{NetConf, flags_to_fields};
 use crate::spec::{CniError, CniResult, Command, Env, IpConfig, code};
 use crate::workload::{Workload, handle_id};
 
@@ -18,7 +18,7 @@ use crate::workload::{Workload, handle_id};
 pub async fn connect(conf: &NetConf) -> Result<Arc<dyn Datastore>, CniError> {
     let store = EtcdDatastore::connect(conf.etcd()?)
         .await
-        .map_err(|e| CniError::new(code::DATASTORE, e.to_string()))?;
+        .map_err(|e| conf.etcd_error(e))?;
     Ok(Arc::new(store))
 }
 
@@ -27,7 +27,7 @@ pub async fn run(env: &Env, conf: &NetConf) -> Result<Option<Value>, CniError> {
     let ipam_conf = conf.ipam()?;
     let nodename = conf.nodename();
     let workload = Workload::from_env(env, &nodename)?;
-    let handle = handle_id(&conf.name, &env.container_id);
+    let handle = handle_id(&conf.name, &env.container_id, &env.ifname);
     let ipam = Ipam::new(connect(conf).await?);
     match env.command {
         Command::Add => {
@@ -39,20 +39,22 @@ pub async fn run(env: &Env, conf: &NetConf) -> Result<Option<Value>, CniError> {
                 attributes.insert("namespace".to_owned(), namespace.clone());
                 attributes.insert("pod".to_owned(), pod.clone());
             }
-            let ips = match env.args.get("IP").filter(|v| !v.is_empty()) {
-                Some(list) => assign_static(&ipam, list, &handle, &attributes, &nodename).await?,
-                None => {
-                    let request = AssignRequest {
-                        host: nodename.clone(),
-                        handle: handle.clone(),
-                        attributes,
-                        ipv4: usize::from(ipam_conf.ipv4()),
-                        ipv6: usize::from(ipam_conf.ipv6()),
-                        ipv4_pools: ipam_conf.ipv4_pools.clone(),
-                        ipv6_pools: ipam_conf.ipv6_pools.clone(),
-                    };
-                    assign(&ipam, &request).await?
-                }
+            // Static addresses (runtimeConfig.ips or CNI_ARGS IP=) go through the explicit
+            // assignment; otherwise IPAM picks.
+            let requested = conf.requested(env)?;
+            let ips = if requested.ips.is_empty() {
+                let request = AssignRequest {
+                    host: nodename.clone(),
+                    handle: handle.clone(),
+                    attributes,
+                    ipv4: usize::from(ipam_conf.ipv4()),
+                    ipv6: usize::from(ipam_conf.ipv6()),
+                    ipv4_pools: ipam_conf.ipv4_pools.clone(),
+                    ipv6_pools: ipam_conf.ipv6_pools.clone(),
+                };
+                assign(&ipam, &request).await?
+            } else {
+                assign_static(&ipam, &requested.ips, &handle, &attributes, &nodename).await?
             };
             let result = CniResult {
                 ips: ips
@@ -115,27 +117,18 @@ async fn assign(ipam: &Ipam, request: &AssignRequest) -> Result<Vec<IpAddr>, Cni
     Ok(assigned.ipv4.into_iter().chain(assigned.ipv6).collect())
 }
 
-/// `CNI_ARGS` `IP=a[,b]`: exactly these addresses (all or none).
+/// Exactly these addresses (all or none); those the handle already holds (a repeated ADD)
+/// are kept.
 async fn assign_static(
     ipam: &Ipam,
-    list: &str,
+    ips: &[IpAddr],
     handle: &str,
     attributes: &BTreeMap<String, String>,
     host: &str,
 ) -> Result<Vec<IpAddr>, CniError> {
-    let mut ips = Vec::new();
-    for text in list.split(',').map(str::trim) {
-        let ip: IpAddr = text.parse().map_err(|_| {
-            CniError::new(
-                code::INVALID_ENVIRONMENT,
-                format!("CNI_ARGS IP={text:?} is not an address"),
-            )
-        })?;
-        ips.push(ip);
-    }
     let held = ipam.addresses_of(handle).await.map_err(ipam_error)?;
     let mut done = Vec::new();
-    for ip in &ips {
+    for ip in ips {
         if held.contains(ip) {
             continue;
         }
@@ -145,7 +138,7 @@ async fn assign_static(
         }
         done.push(*ip);
     }
-    Ok(ips)
+    Ok(ips.to_vec())
 }
 
 /// IPAM's error as a CNI error with a fitting code; errors about a config field name it as the
@@ -161,7 +154,7 @@ pub fn ipam_error(error: IpamError) -> CniError {
         | IpamError::DisabledPool { .. }
         | IpamError::InvalidHandle { .. } => CniError::new(code::INVALID_CONFIG, error.to_string()),
         IpamError::Datastore(_) | IpamError::Corrupt { .. } => {
-            CniError::new(code::DATASTORE, error.to_string())
+            CniError::new(code::DATASTORE, flags_to_fields(&error.to_string()))
         }
         IpamError::Contention { .. } => CniError::new(code::TRY_AGAIN_LATER, error.to_string()),
         IpamError::Exhausted { .. }

@@ -6,18 +6,24 @@
 //! | `spec` | the protocol: `CNI_*` environment, versions, error objects |
 //! | `result` | results as serde types per spec version (0.3.x/0.4.0, 1.0.0), error object |
 //! | `config` | the network configuration on stdin |
+//! | `runtime_config` | `capabilities`/`runtimeConfig` (`ips`, `mac`) and `CNI_ARGS` `IP=`/`MAC=` |
 //! | `workload` | endpoint key, veth name and IPAM handle of a call |
 //! | `delegate` | calling the IPAM plugin the config names |
 //! | `ipam_plugin` | `calico-ipam`: Calico IPAM under the handle `<network>.<container id>` |
 //! | `plumbing` | plugging a workload in as a plan (steps with their undo) and its executor |
-//! | `plugin` | `calico`: veth, addresses, routes, endpoint and profile; rollback; DEL; CHECK |
+//! | `routes` | the container's routes: which an attachment owns, their metric, reading them |
+//! | `plugin` | `calico`: veth, addresses, routes, endpoint and profile; rollback; DEL |
+//! | `check` | `calico` CHECK: everything ADD made is still there |
 
+pub mod check;
 pub mod config;
 pub mod delegate;
 pub mod ipam_plugin;
 pub mod plugin;
 pub mod plumbing;
 pub mod result;
+pub mod routes;
+pub mod runtime_config;
 pub mod spec;
 pub mod workload;
 

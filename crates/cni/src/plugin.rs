@@ -4,12 +4,12 @@
 //! ADD undoes everything it did when a later step fails, so a failed ADD leaves no address,
 //! veth or endpoint behind. DEL succeeds whatever is already gone.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::path::Path;
 
 use calico_datastore::Datastore;
 use calico_ipam::Ipam;
-use calico_linux::{Link, Netlink, Netns};
+use calico_linux::{Family, Link, Netlink, Netns};
 use calico_model::endpoint::WorkloadEndpoint;
 use calico_model::{Key, from_json};
 use ipnet::IpNet;
@@ -18,12 +18,12 @@ use serde_json::{Value, json};
 use crate::config::NetConf;
 use crate::delegate;
 use crate::ipam_plugin::{connect, ipam_error};
-use crate::plumbing::{self, Undo};
+use crate::plumbing::{self, Attachment, Metrics, Undo};
+pub use crate::routes::IPV4_GATEWAY;
+use crate::routes::{self, next_metric};
+use crate::runtime_config::{Requested, format_mac};
 use crate::spec::{CniError, CniResult, Command, Env, Interface, IpConfig, RouteConfig, code};
 use crate::workload::{Workload, handle_id};
-
-/// The gateway every IPv4 workload routes through: answered by proxy ARP on the host side.
-pub const IPV4_GATEWAY: Ipv4Addr = Ipv4Addr::new(169, 254, 1, 1);
 
 /// One call of the plugin; returns what to print.
 pub async fn run(env: &Env, conf: &NetConf, stdin: &[u8]) -> Result<Option<Value>, CniError> {
@@ -47,7 +47,9 @@ pub async fn run(env: &Env, conf: &NetConf, stdin: &[u8]) -> Result<Option<Value
     match env.command {
         Command::Add => add(&call).await.map(Some),
         Command::Del => del(&call).await.map(|()| None),
-        Command::Check => check(&call).await.map(|()| None),
+        Command::Check => crate::check::check(env, conf, stdin, &call.workload, &call.ipam_type)
+            .await
+            .map(|()| None),
         Command::Version => unreachable!("VERSION is answered before any plugin runs"),
     }
 }
@@ -84,6 +86,7 @@ struct Done {
 
 async fn add(call: &Call<'_>) -> Result<Value, CniError> {
     let (env, conf, stdin, workload, ipam_type) = call.parts();
+    let requested = conf.requested(env)?;
     let netns = Netns::at_path(&env.netns);
     if !Path::new(&env.netns).exists() {
         return Err(CniError::new(
@@ -131,7 +134,10 @@ async fn add(call: &Call<'_>) -> Result<Value, CniError> {
         }
     };
     let outcome = match assigned {
-        Ok(assigned) => add_steps(env, conf, workload, assigned, store.as_ref(), &mut done).await,
+        Ok(assigned) => {
+            let store = store.as_ref();
+            add_steps(env, conf, workload, &requested, assigned, store, &mut done).await
+        }
         Err(error) => Err(error),
     };
     match outcome {
@@ -148,21 +154,36 @@ async fn add_steps(
     env: &Env,
     conf: &NetConf,
     workload: &Workload,
+    requested: &Requested,
     assigned: CniResult,
     store: &dyn Datastore,
     done: &mut Done,
 ) -> Result<CniResult, CniError> {
     let addresses: Vec<IpAddr> = assigned.ips.iter().map(|ip| ip.address.addr()).collect();
+    honoured(conf, requested, &addresses)?;
     let veth = workload.veth_name();
-    let (host_link, container_link) = plumb(env, conf, &veth, &addresses, done).await?;
+    let attachment = Attachment {
+        host: veth.clone(),
+        container: env.ifname.clone(),
+        netns: env.netns.clone(),
+        mtu: conf.mtu,
+        mac: requested.mac,
+        metrics: metrics(&env.netns, &addresses)?,
+        addresses,
+    };
+    let addresses = attachment.addresses.clone();
+    let (host_link, container_link) = plumb(&attachment, done).await?;
 
     let endpoint = endpoint_json(&veth, &container_link, &conf.name, &addresses);
     let key = workload.key().to_string();
     // The key is recorded first: a failed write may still have landed, and undo is harmless.
     done.endpoint = Some(key.clone());
     let endpoint = endpoint.to_string();
-    tokio::try_join!(ensure_profile(store, &conf.name), async {
-        store.put(&key, &endpoint).await.map_err(datastore)
+    tokio::try_join!(ensure_profile(conf, store), async {
+        store
+            .put(&key, &endpoint)
+            .await
+            .map_err(|e| conf.etcd_error(e))
     },)?;
 
     let mut routes = Vec::new();
@@ -204,24 +225,55 @@ async fn add_steps(
     })
 }
 
+/// Whether the IPAM plugin assigned exactly the static addresses asked for (`calico-ipam`
+/// does; another IPAM plugin might not read `runtimeConfig.ips` or `CNI_ARGS` `IP=`).
+fn honoured(conf: &NetConf, requested: &Requested, assigned: &[IpAddr]) -> Result<(), CniError> {
+    let same = requested.ips.len() == assigned.len()
+        && requested.ips.iter().all(|ip| assigned.contains(ip));
+    if requested.ips.is_empty() || same {
+        return Ok(());
+    }
+    let list = |ips: &[IpAddr]| {
+        ips.iter()
+            .map(IpAddr::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    Err(CniError::new(
+        code::IPAM,
+        format!(
+            "IPAM plugin {} assigned {} but the runtime asked for {} (runtimeConfig.ips or \
+             CNI_ARGS IP=): it does not take static addresses",
+            conf.ipam()?.plugin_type,
+            list(assigned),
+            list(&requested.ips)
+        ),
+    ))
+}
+
+/// The metrics of the new attachment's routes: after every default route already in the
+/// container (`routes::next_metric`), read for the families it will have.
+fn metrics(netns: &str, addresses: &[IpAddr]) -> Result<Metrics, CniError> {
+    let netns = Netns::at_path(netns);
+    let metric = |family: Family, wanted: bool| -> Result<u32, CniError> {
+        if !wanted {
+            return Ok(routes::FIRST_METRIC);
+        }
+        Ok(next_metric(&routes::read(&netns, family)?))
+    };
+    Ok(Metrics {
+        v4: metric(Family::V4, addresses.iter().any(IpAddr::is_ipv4))?,
+        v6: metric(Family::V6, addresses.iter().any(IpAddr::is_ipv6))?,
+    })
+}
+
 /// The veth pair, host-side settings, and the container's addresses and routes: a plan, run
 /// by its executor (which undoes its own steps if one fails; the rest is ADD's undo).
-async fn plumb(
-    env: &Env,
-    conf: &NetConf,
-    veth: &str,
-    addresses: &[IpAddr],
-    done: &mut Done,
-) -> Result<(Link, Link), CniError> {
-    let plan = plumbing::plan(veth, &env.ifname, &env.netns, addresses, conf.mtu);
+async fn plumb(attachment: &Attachment, done: &mut Done) -> Result<(Link, Link), CniError> {
+    let plan = plumbing::plan(attachment);
     let plumbed = plumbing::execute(&plan).await?;
     done.plumbing = plumbed.undo;
     Ok((plumbed.host, plumbed.container))
-}
-
-fn format_mac(mac: [u8; 6]) -> String {
-    let parts: Vec<String> = mac.iter().map(|b| format!("{b:02x}")).collect();
-    parts.join(":")
 }
 
 fn endpoint_json(veth: &str, container: &Link, profile: &str, addresses: &[IpAddr]) -> Value {
@@ -248,7 +300,8 @@ fn endpoint_json(veth: &str, container: &Link, profile: &str, addresses: &[IpAdd
 /// The network's profile, created if absent with Calico's classic default: tagged with the
 /// network name, inbound allowed from that tag, outbound allowed. An existing profile is the
 /// operator's and is left alone.
-async fn ensure_profile(store: &dyn Datastore, name: &str) -> Result<(), CniError> {
+async fn ensure_profile(conf: &NetConf, store: &dyn Datastore) -> Result<(), CniError> {
+    let name = conf.name.as_str();
     let tags = Key::ProfileTags {
         profile: name.to_owned(),
     };
@@ -265,7 +318,7 @@ async fn ensure_profile(store: &dyn Datastore, name: &str) -> Result<(), CniErro
         store.put_if_absent(&tags, &tags_value),
         store.put_if_absent(&rules, &rules_value),
     )
-    .map_err(datastore)?;
+    .map_err(|e| conf.etcd_error(e))?;
     Ok(())
 }
 
@@ -290,8 +343,8 @@ async fn del(call: &Call<'_>) -> Result<(), CniError> {
     let key = workload.key().to_string();
     // Kubernetes reuses a pod's name (and so its endpoint and veth) for the next container:
     // only remove what belongs to this container's addresses.
-    let handle = handle_id(&conf.name, &env.container_id);
-    let current = store.get(&key).await.map_err(datastore)?;
+    let handle = handle_id(&conf.name, &env.container_id, &env.ifname);
+    let current = store.get(&key).await.map_err(|e| conf.etcd_error(e))?;
     let ours = match &current {
         None => true,
         Some(pair) => owned_by(&store, &pair.value, &handle).await?,
@@ -319,7 +372,7 @@ async fn del(call: &Call<'_>) -> Result<(), CniError> {
             store
                 .compare_and_delete(&key, pair.mod_revision)
                 .await
-                .map_err(datastore)?;
+                .map_err(|e| conf.etcd_error(e))?;
         }
         Ok::<(), CniError>(())
     }
@@ -351,66 +404,6 @@ async fn owned_by(
     Ok(true)
 }
 
-async fn check(call: &Call<'_>) -> Result<(), CniError> {
-    let (env, conf, stdin, workload, ipam_type) = call.parts();
-    let prev = conf.prev_result()?.ok_or_else(|| {
-        CniError::new(
-            code::INVALID_CONFIG,
-            "prevResult: CHECK needs the ADD result",
-        )
-    })?;
-    delegate::call(ipam_type, &env.path, "CHECK", stdin)?;
-    let failed = |msg: String| CniError::new(code::CHECK_FAILED, msg);
-    let veth = workload.veth_name();
-    let host = Netlink::connect(&Netns::current()).map_err(kernel)?;
-    let host_link = host.link_by_name(&veth).await.map_err(kernel)?;
-    if !host_link.is_some_and(|l| l.up) {
-        return Err(failed(format!("the host side {veth} is missing or down")));
-    }
-    if !Path::new(&env.netns).exists() {
-        return Err(CniError::new(
-            code::UNKNOWN_CONTAINER,
-            format!("CNI_NETNS {}: no such namespace", env.netns),
-        ));
-    }
-    let container = Netlink::connect(&Netns::at_path(&env.netns)).map_err(kernel)?;
-    let link = container
-        .link_by_name(&env.ifname)
-        .await
-        .map_err(kernel)?
-        .ok_or_else(|| failed(format!("{} is missing in {}", env.ifname, env.netns)))?;
-    let present = container.addresses(link.index).await.map_err(kernel)?;
-    let store = connect(conf).await?;
-    let key = workload.key().to_string();
-    let endpoint = store
-        .get(&key)
-        .await
-        .map_err(datastore)?
-        .ok_or_else(|| failed(format!("the workload endpoint {key} is missing")))?;
-    let endpoint: WorkloadEndpoint = from_json(&endpoint.value)
-        .map_err(|e| failed(format!("the workload endpoint {key} is invalid: {e}")))?;
-    for ip in &prev.ips {
-        let address = ip.address.addr();
-        if !present.iter().any(|a| a.addr() == address) {
-            return Err(failed(format!(
-                "{address} is not on {} in the container",
-                env.ifname
-            )));
-        }
-        let listed = endpoint.ipv4_nets.iter().chain(&endpoint.ipv6_nets);
-        if !listed.into_iter().any(|n| n.addr() == address) {
-            return Err(failed(format!(
-                "{address} is not in the workload endpoint {key}"
-            )));
-        }
-    }
-    Ok(())
-}
-
-fn kernel(error: calico_linux::NetlinkError) -> CniError {
+pub(crate) fn kernel(error: calico_linux::NetlinkError) -> CniError {
     CniError::new(code::KERNEL, error.to_string())
-}
-
-fn datastore(error: calico_datastore::DatastoreError) -> CniError {
-    CniError::new(code::DATASTORE, error.to_string())
 }

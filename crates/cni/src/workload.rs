@@ -77,9 +77,11 @@ impl Workload {
     }
 }
 
-/// The IPAM handle of a container on a network: `<network>.<container id>`, with characters a
+/// The IPAM handle of a container's interface on a network: `<network>.<container id>`, plus
+/// `.<ifname>` when the interface is not `eth0` (so two attachments of one network to one
+/// container hold an address each, and DEL of one releases only its own), with characters a
 /// handle id cannot hold replaced by `_`.
-pub fn handle_id(network: &str, container_id: &str) -> String {
+pub fn handle_id(network: &str, container_id: &str, ifname: &str) -> String {
     let clean = |s: &str| -> String {
         s.chars()
             .map(|c| {
@@ -91,7 +93,11 @@ pub fn handle_id(network: &str, container_id: &str) -> String {
             })
             .collect()
     };
-    format!("{}.{}", clean(network), clean(container_id))
+    let handle = format!("{}.{}", clean(network), clean(container_id));
+    match ifname {
+        "eth0" => handle,
+        other => format!("{handle}.{}", clean(other)),
+    }
 }
 
 #[cfg(test)]
@@ -144,6 +150,7 @@ mod tests {
                 })
                 .unwrap()
         );
-        assert_eq!(handle_id("my net", "abc"), "my_net.abc");
+        assert_eq!(handle_id("my net", "abc", "eth0"), "my_net.abc");
+        assert_eq!(handle_id("net", "abc", "eth1"), "net.abc.eth1");
     }
 }

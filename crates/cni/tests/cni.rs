@@ -2,153 +2,15 @@
 //! variables and the config on stdin, inside a test-made "host" namespace (where etcd runs
 //! too), plugging test-made "container" namespaces. Checked with `ip` and `etcdctl`.
 
-use std::path::Path;
+mod common;
+
 use std::process::Command;
 
 use calico_testkit::{EtcdServer, NetNs, output_with_stdin, require_tool};
+use common::{Rig, assert_ok, env, netns_path, with_prev};
 use serde_json::{Value, json};
 
 const VERSIONS: [&str; 4] = ["0.3.0", "0.3.1", "0.4.0", "1.0.0"];
-
-struct Rig {
-    host: NetNs,
-    etcd: EtcdServer,
-    _scratch: tempfile::TempDir,
-    scratch: std::path::PathBuf,
-}
-
-/// What a plugin call returned.
-#[derive(Debug)]
-struct Reply {
-    ok: bool,
-    json: Value,
-    stderr: String,
-}
-
-impl Rig {
-    fn new() -> Rig {
-        require_tool("ip");
-        let host = NetNs::new("cni-host");
-        let etcd = EtcdServer::start_in_netns(host.name());
-        let scratch = tempfile::tempdir().expect("temp dir");
-        let rig = Rig {
-            scratch: scratch.path().to_owned(),
-            host,
-            etcd,
-            _scratch: scratch,
-        };
-        rig.put(
-            "/calico/v1/ipam/v4/pool/10.80.0.0-16",
-            r#"{"cidr": "10.80.0.0/16"}"#,
-        );
-        rig.put(
-            "/calico/v1/ipam/v6/pool/fd00:80::-64",
-            r#"{"cidr": "fd00:80::/64"}"#,
-        );
-        rig
-    }
-
-    fn put(&self, key: &str, value: &str) {
-        let out = self.etcd.etcdctl(&["put", key, value]);
-        assert!(out.status.success(), "etcdctl put {key}: {out:?}");
-    }
-
-    fn get(&self, key: &str) -> Option<Value> {
-        let out = self.etcd.etcdctl(&["get", key, "--print-value-only"]);
-        let text = String::from_utf8_lossy(&out.stdout);
-        let text = text.trim();
-        (!text.is_empty()).then(|| serde_json::from_str(text).unwrap_or(Value::String(text.into())))
-    }
-
-    fn keys(&self, prefix: &str) -> Vec<String> {
-        let out = self
-            .etcd
-            .etcdctl(&["get", prefix, "--prefix", "--keys-only"]);
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter(|l| !l.is_empty())
-            .map(str::to_owned)
-            .collect()
-    }
-
-    fn config(&self, version: &str, ipam: Value) -> Value {
-        json!({
-            "cniVersion": version,
-            "name": "testnet",
-            "type": "calico",
-            "etcd_endpoints": self.etcd.endpoint(),
-            "nodename": "node1",
-            "log_level": "info",
-            "ipam": ipam,
-        })
-    }
-
-    /// Runs `plugin` in the host namespace as a runtime would.
-    fn call(&self, plugin: &str, command: &str, env: &[(&str, &str)], stdin: &Value) -> Reply {
-        self.call_raw(plugin, command, env, stdin.to_string().as_bytes())
-    }
-
-    fn call_raw(&self, plugin: &str, command: &str, env: &[(&str, &str)], stdin: &[u8]) -> Reply {
-        let binary = match plugin {
-            "calico" => env!("CARGO_BIN_EXE_calico"),
-            _ => env!("CARGO_BIN_EXE_calico-ipam"),
-        };
-        let plugin_dir = Path::new(binary).parent().unwrap().display().to_string();
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", self.host.name(), binary])
-            .env_clear()
-            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-            .env("CNI_COMMAND", command)
-            .env("CNI_PATH", format!("{plugin_dir}:/usr/lib/cni"));
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let out = output_with_stdin(&mut cmd, &String::from_utf8_lossy(stdin));
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let json = if stdout.trim().is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_str(&stdout)
-                .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {stdout}"))
-        };
-        Reply {
-            ok: out.status.success(),
-            json,
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    fn in_host(&self, args: &[&str]) -> String {
-        self.host.run_ok("ip", args, "")
-    }
-}
-
-fn env<'a>(container: &'a str, netns: &'a str, args: &'a str) -> Vec<(&'static str, &'a str)> {
-    vec![
-        ("CNI_CONTAINERID", container),
-        ("CNI_NETNS", netns),
-        ("CNI_IFNAME", "eth0"),
-        ("CNI_ARGS", args),
-    ]
-}
-
-fn netns_path(ns: &NetNs) -> String {
-    format!("/run/netns/{}", ns.name())
-}
-
-#[track_caller]
-fn assert_ok(reply: &Reply) {
-    assert!(
-        reply.ok,
-        "plugin failed: {}\nstderr:\n{}",
-        reply.json, reply.stderr
-    );
-}
-
-fn with_prev(mut config: Value, prev: &Value) -> Value {
-    config["prevResult"] = prev.clone();
-    config
-}
 
 #[test]
 fn every_spec_version_adds_checks_and_deletes() {

@@ -104,12 +104,51 @@ pub enum IpamCommand {
     /// Release addresses (--ip, repeatable), everything assigned to a handle (--handle), or a
     /// host's empty blocks (--empty-blocks-of)
     Release(IpamReleaseArgs),
-    /// Show per-pool and per-block usage, or what one address is assigned to (--ip)
+    /// Show per-pool and per-block usage, or what one address is assigned to (--ip: its block,
+    /// host, handle and attributes)
     Show(IpamShowArgs),
     /// Report leaked addresses (assigned but used by no workload endpoint), handle records that
-    /// disagree with the blocks, and stale affinities; exits 1 when something is wrong.
+    /// disagree with the blocks, stale affinities and values that do not read (key, field, fix);
+    /// exits 1 when something is wrong.
     /// An address assigned by a CNI ADD still in progress looks leaked for that moment.
     Check(IpamCheckArgs),
+    /// Claim or release one host's affinity to one block
+    Block {
+        #[command(subcommand)]
+        command: IpamBlockCommand,
+    },
+    /// Show the IPAM settings, or change them (--strict-affinity, --auto-allocate-blocks)
+    Config(IpamConfigArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IpamBlockCommand {
+    /// Make the block affine to the host (creating it empty if it does not exist); refused when
+    /// another host has it
+    Claim(IpamBlockArgs),
+    /// Give up the host's affinity to the block: an empty block is deleted, one holding
+    /// addresses keeps them and is affine to no host
+    Release(IpamBlockArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct IpamBlockArgs {
+    /// The block, e.g. 10.65.0.64/26 (a /26 or /122 of a pool, or a whole smaller pool)
+    pub cidr: ipnet::IpNet,
+    /// The host whose affinity is claimed or released
+    #[arg(long)]
+    pub host: String,
+}
+
+#[derive(Debug, Args)]
+pub struct IpamConfigArgs {
+    /// Hosts assign only from their own blocks: no borrowing, no --ip in another host's block
+    #[arg(long, value_name = "true|false")]
+    pub strict_affinity: Option<bool>,
+    /// Hosts claim new blocks when auto-assigning (false: only their claimed blocks, and
+    /// borrowing); cannot be false while --strict-affinity is false
+    #[arg(long, value_name = "true|false")]
+    pub auto_allocate_blocks: Option<bool>,
 }
 
 #[derive(Debug, Args)]
@@ -132,7 +171,7 @@ pub struct IpamAssignArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["ip", "handle", "empty_blocks_of"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["ip", "handle", "empty_blocks_of", "host_gone"])))]
 pub struct IpamReleaseArgs {
     /// An address to release (repeatable)
     #[arg(long)]
@@ -144,6 +183,11 @@ pub struct IpamReleaseArgs {
     /// blocks still holding addresses are kept
     #[arg(long, value_name = "HOST")]
     pub empty_blocks_of: Option<String>,
+    /// Give up every affinity of this host, which is gone: empty blocks are deleted, blocks
+    /// still holding addresses keep them and become affine to no host (deleted with their last
+    /// address)
+    #[arg(long, value_name = "HOST", conflicts_with = "empty_blocks_of")]
+    pub host_gone: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -11,16 +11,17 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use calico_datastore::{Compare, Datastore, Expect, TxnOp};
+use calico_datastore::Datastore;
 use calico_model::IpVersion;
-use calico_model::ipam::{AllocationAttribute, AllocationBlock};
+use calico_model::ipam::AllocationAttribute;
 use calico_model::key::Key;
 use calico_model::pool::IpPool;
 use ipnet::IpNet;
 
 use crate::block::{self, Taken};
+use crate::config::IpamSettings;
 use crate::error::IpamError;
-use crate::store::{BlockWrite, Stored, Txn, handle_change, handle_write};
+use crate::store::{BlockWrite, StoredBlock, Txn, handle_change, handle_write};
 
 /// How often an operation re-reads and retries after losing a race.
 pub const DEFAULT_ATTEMPTS: u32 = 100;
@@ -48,6 +49,17 @@ pub struct Assigned {
     pub ipv6: Vec<IpAddr>,
 }
 
+/// Where one address is: its block and the block's host, and what it is assigned with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpAssignment {
+    pub block: IpNet,
+    /// The host the block is affine to.
+    pub host: Option<String>,
+    pub strict_affinity: bool,
+    /// The handle and details of the address; none when it is free.
+    pub attribute: Option<AllocationAttribute>,
+}
+
 /// IPAM over a datastore.
 #[derive(Clone)]
 pub struct Ipam {
@@ -66,11 +78,11 @@ impl std::fmt::Debug for Ipam {
 /// One way to make progress on an automatic assignment.
 enum Step {
     /// Assign from an existing block (the host's own, or borrowed).
-    Existing(Stored<AllocationBlock>),
+    Existing(StoredBlock),
     /// Claim a new block for the host.
     Claim(IpNet),
     /// Nothing is free; the reason says why.
-    Exhausted(&'static str),
+    Exhausted(String),
 }
 
 impl Ipam {
@@ -81,24 +93,39 @@ impl Ipam {
         }
     }
 
+    pub(crate) fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
     /// The datastore this IPAM writes to.
     pub fn store(&self) -> &dyn Datastore {
         self.store.as_ref()
     }
 
     /// Assigns `ipv4` IPv4 and `ipv6` IPv6 addresses to the request's handle: from the host's
-    /// blocks first, then from a newly claimed block, and only when no block can be claimed from
-    /// another host's block (never with strict affinity). Either every address asked for is
-    /// assigned, or none is and the error says how many were free.
+    /// blocks first, then from a newly claimed block (unless `auto_allocate_blocks` is false),
+    /// and only when no block can be claimed from another host's block (never with strict
+    /// affinity). Either every address asked for is assigned, or none is, the blocks this
+    /// request claimed are given up again, and the error says how many were free and why.
     pub async fn auto_assign(&self, request: &AssignRequest) -> Result<Assigned, IpamError> {
         check_handle(&request.handle)?;
-        let ipv4 = self
-            .assign_family(request, IpVersion::V4, request.ipv4, &request.ipv4_pools)
-            .await?;
-        let ipv6 = match self
-            .assign_family(request, IpVersion::V6, request.ipv6, &request.ipv6_pools)
-            .await
-        {
+        let mut claimed = Vec::new();
+        let result = self.assign_families(request, &mut claimed).await;
+        if result.is_err() {
+            self.release_claimed(&request.host, &claimed).await?;
+        }
+        result
+    }
+
+    async fn assign_families(
+        &self,
+        request: &AssignRequest,
+        claimed: &mut Vec<IpNet>,
+    ) -> Result<Assigned, IpamError> {
+        let v4 = (IpVersion::V4, request.ipv4, request.ipv4_pools.as_slice());
+        let ipv4 = self.assign_family(request, v4, claimed).await?;
+        let v6 = (IpVersion::V6, request.ipv6, request.ipv6_pools.as_slice());
+        let ipv6 = match self.assign_family(request, v6, claimed).await {
             Ok(ipv6) => ipv6,
             Err(e) => {
                 self.release_ips(&ipv4).await?;
@@ -111,16 +138,14 @@ impl Ipam {
     async fn assign_family(
         &self,
         request: &AssignRequest,
-        version: IpVersion,
-        wanted: usize,
-        requested: &[IpNet],
+        (version, wanted, requested): (IpVersion, usize, &[IpNet]),
+        claimed: &mut Vec<IpNet>,
     ) -> Result<Vec<IpAddr>, IpamError> {
         if wanted == 0 {
             return Ok(Vec::new());
         }
-        let (pools, config) =
-            tokio::try_join!(self.usable_pools(version, requested), self.config())?;
-        let strict = config.strict_affinity;
+        let (pools, settings) =
+            tokio::try_join!(self.usable_pools(version, requested), self.settings())?;
         let attribute = attribute(&request.handle, &request.attributes);
         let mut got = Vec::new();
         let mut conflicts = 0;
@@ -128,20 +153,21 @@ impl Ipam {
             let need = wanted - got.len();
             // The handle record is read while the step is found: one round trip fewer.
             let (step, record) = tokio::try_join!(
-                self.next_step(&request.host, version, &pools, strict),
+                self.next_step(&request.host, version, &pools, settings),
                 self.read_handle(&request.handle)
             )?;
             let handle = (request.handle.as_str(), record);
             let written = match step {
                 Step::Existing(stored) => {
-                    let mut block = stored.value;
+                    let mut block = stored.value.clone();
                     let ips = block::assign(&mut block, need, &attribute);
-                    let write = BlockWrite::update(&block, stored.revision);
+                    let write = BlockWrite::update(&block, &stored);
                     self.write_block(write, handle, &block.cidr, to_i64(ips.len()), None)
                         .await?
                         .then_some(ips)
                 }
                 Step::Claim(cidr) => {
+                    let strict = settings.strict_affinity;
                     let mut block = block::empty_block(cidr, Some(&request.host), strict);
                     let ips = block::assign(&mut block, need, &attribute);
                     let affinity = Key::BlockAffinity {
@@ -149,9 +175,13 @@ impl Ipam {
                         cidr,
                     };
                     let write = BlockWrite::create(&block);
-                    self.write_block(write, handle, &cidr, to_i64(ips.len()), Some(affinity))
-                        .await?
-                        .then_some(ips)
+                    let done = self
+                        .write_block(write, handle, &cidr, to_i64(ips.len()), Some(affinity))
+                        .await?;
+                    if done {
+                        claimed.push(cidr);
+                    }
+                    done.then_some(ips)
                 }
                 Step::Exhausted(why) => {
                     self.release_ips(&got).await?;
@@ -185,14 +215,14 @@ impl Ipam {
         Ok(got)
     }
 
-    /// Where the next addresses come from: an affine block with room, a new block, or (without
-    /// strict affinity) another host's block with room.
+    /// Where the next addresses come from: an affine block with room, a new block (when
+    /// `auto_allocate_blocks`), or (without strict affinity) another block with room.
     async fn next_step(
         &self,
         host: &str,
         version: IpVersion,
         pools: &[IpPool],
-        strict: bool,
+        settings: IpamSettings,
     ) -> Result<Step, IpamError> {
         let in_pools = |cidr: &IpNet| pools.iter().any(|p| p.cidr.contains(cidr));
         for cidr in self.affine_blocks(host, version).await? {
@@ -207,24 +237,31 @@ impl Ipam {
             }
         }
         let blocks = self.blocks(version).await?;
-        let existing: BTreeSet<IpNet> = blocks.iter().map(|b| b.value.cidr).collect();
-        for pool in pools {
-            if let Some(cidr) = free_block(pool, &existing, host) {
-                return Ok(Step::Claim(cidr));
+        if settings.auto_allocate_blocks {
+            let existing = blocks.cidrs();
+            for pool in pools {
+                if let Some(cidr) = free_block(pool, &existing, host) {
+                    return Ok(Step::Claim(cidr));
+                }
             }
         }
-        if strict {
-            return Ok(Step::Exhausted(
-                ": every block is claimed and strict affinity forbids borrowing",
-            ));
+        let with_room: Vec<StoredBlock> = blocks
+            .valid
+            .into_iter()
+            .filter(|b| in_pools(&b.value.cidr) && block::free_count(&b.value) > 0)
+            .collect();
+        let strict = settings.strict_affinity;
+        if let Some(stored) = with_room
+            .iter()
+            .find(|b| block::strict_refusal(&b.value, host, strict).is_none())
+        {
+            return Ok(Step::Existing(stored.clone()));
         }
-        let borrowable = blocks.into_iter().find(|b| {
-            in_pools(&b.value.cidr) && !b.value.strict_affinity && block::free_count(&b.value) > 0
-        });
-        Ok(match borrowable {
-            Some(stored) => Step::Existing(stored),
-            None => Step::Exhausted(": every address is assigned"),
-        })
+        Ok(Step::Exhausted(exhausted_reason(
+            settings,
+            &with_room,
+            blocks.invalid.len(),
+        )))
     }
 
     /// Assigns one given address to `handle`. The address must lie in an enabled pool; its block
@@ -248,7 +285,7 @@ impl Ipam {
                 cidr: pool.cidr,
             });
         }
-        let strict = self.config().await?.strict_affinity;
+        let strict = self.settings().await?.strict_affinity;
         let attribute = attribute(handle, attributes);
         for attempt in 1..=self.attempts {
             let cidr = match self.block_holding(ip, &pools).await? {
@@ -260,15 +297,26 @@ impl Ipam {
             let record = (handle, record);
             let written = match block {
                 Some(stored) => {
-                    let mut block = stored.value;
+                    let mut block = stored.value.clone();
                     block::assign_address(&mut block, ip, &attribute).map_err(|taken| {
                         let handle = match taken {
                             Taken::By(handle) => handle,
                             Taken::Outside => None,
                         };
-                        IpamError::InUse { ip, handle }
+                        IpamError::InUse {
+                            ip,
+                            handle,
+                            refused: None,
+                        }
                     })?;
-                    let write = BlockWrite::update(&block, stored.revision);
+                    if let Some(why) = block::strict_refusal(&block, host, strict) {
+                        return Err(IpamError::InUse {
+                            ip,
+                            handle: None,
+                            refused: Some(why),
+                        });
+                    }
+                    let write = BlockWrite::update(&block, &stored);
                     self.write_block(write, record, &cidr, 1, None).await?
                 }
                 None => {
@@ -329,7 +377,7 @@ impl Ipam {
             let Some(stored) = self.read_block(cidr).await? else {
                 return Ok(Vec::new());
             };
-            let mut block = stored.value;
+            let mut block = stored.value.clone();
             let freed = block::release(&mut block, ips);
             if freed.is_empty() {
                 return Ok(freed);
@@ -341,7 +389,7 @@ impl Ipam {
                 }
             }
             let mut txn = Txn::default();
-            BlockWrite::update(&block, stored.revision).add_to(&mut txn);
+            BlockWrite::update(&block, &stored).add_to(&mut txn);
             let records =
                 futures::future::try_join_all(counts.keys().map(|handle| self.read_handle(handle)))
                     .await?;
@@ -377,11 +425,10 @@ impl Ipam {
             };
             let mut txn = Txn::default();
             let mut released = Vec::new();
-            if let Some(block) = self.read_block(&cidr).await? {
-                let revision = block.revision;
-                let mut block = block.value;
+            if let Some(read) = self.read_block(&cidr).await? {
+                let mut block = read.value.clone();
                 released = block::release_handle(&mut block, handle);
-                BlockWrite::update(&block, revision).add_to(&mut txn);
+                BlockWrite::update(&block, &read).add_to(&mut txn);
             }
             // The handle's record loses this block whatever the block held.
             let mut record = stored.value;
@@ -419,55 +466,29 @@ impl Ipam {
 
     /// The attribute (handle and details) an address is assigned with, if it is assigned.
     pub async fn ip_info(&self, ip: IpAddr) -> Result<Option<AllocationAttribute>, IpamError> {
+        Ok(self.ip_assignment(ip).await?.and_then(|a| a.attribute))
+    }
+
+    /// The block holding an address, its host and (when assigned) the address's attribute;
+    /// none when no block holds it.
+    pub async fn ip_assignment(&self, ip: IpAddr) -> Result<Option<IpAssignment>, IpamError> {
         let pools = self.pools(IpVersion::of_addr(&ip)).await?;
         let Some(stored) = self.block_holding(ip, &pools).await? else {
             return Ok(None);
         };
         let block = stored.value;
-        let Some(ordinal) = block::ordinal_of(&block.cidr, ip) else {
-            return Ok(None);
-        };
-        Ok(block.allocations[ordinal].and_then(|i| block.attributes.get(i).cloned()))
+        let attribute = block::ordinal_of(&block.cidr, ip)
+            .and_then(|ordinal| block.allocations[ordinal])
+            .and_then(|index| block.attributes.get(index).cloned());
+        Ok(Some(IpAssignment {
+            block: block.cidr,
+            host: block.host().map(str::to_owned),
+            strict_affinity: block.strict_affinity,
+            attribute,
+        }))
     }
 
-    /// Gives up the host's empty blocks (block and affinity deleted together); returns the
-    /// blocks released. Blocks that still hold addresses keep their affinity.
-    pub async fn release_empty_affinities(&self, host: &str) -> Result<Vec<IpNet>, IpamError> {
-        let mut released = Vec::new();
-        for version in [IpVersion::V4, IpVersion::V6] {
-            for cidr in self.affine_blocks(host, version).await? {
-                let affinity = Key::BlockAffinity {
-                    hostname: host.to_owned(),
-                    cidr,
-                }
-                .to_string();
-                let Some(stored) = self.read_block(&cidr).await? else {
-                    self.store.delete(&affinity).await?;
-                    continue;
-                };
-                if !block::is_empty(&stored.value) {
-                    continue;
-                }
-                let compare = Compare {
-                    key: Key::Block { cidr }.to_string(),
-                    expect: Expect::ModRevision(stored.revision),
-                };
-                let ops = [
-                    TxnOp::Delete {
-                        key: compare.key.clone(),
-                    },
-                    TxnOp::Delete { key: affinity },
-                ];
-                // Lost to an allocation: the block is in use again and stays.
-                if self.store.transaction(&[compare], &ops).await? {
-                    released.push(cidr);
-                }
-            }
-        }
-        Ok(released)
-    }
-
-    fn contention(&self, operation: &'static str, what: impl std::fmt::Display) -> IpamError {
+    pub(crate) fn contention(&self, operation: &'static str, what: impl std::fmt::Display) -> IpamError {
         IpamError::Contention {
             operation,
             attempts: self.attempts,
@@ -496,6 +517,43 @@ fn check_handle(handle: &str) -> Result<(), IpamError> {
 
 fn to_i64(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Why an automatic assignment found no address: strict affinity, strict blocks, no room at
+/// all, and unreadable blocks that might have had some.
+fn exhausted_reason(settings: IpamSettings, with_room: &[StoredBlock], invalid: usize) -> String {
+    let mut why = if settings.strict_affinity && !settings.auto_allocate_blocks {
+        ": the host's blocks are full, auto_allocate_blocks is false (no new block) and strict \
+         affinity forbids borrowing; claim a block for the host (calicoctl ipam block claim)"
+            .to_owned()
+    } else if settings.strict_affinity {
+        ": every block is claimed and strict affinity forbids borrowing".to_owned()
+    } else if with_room.is_empty() && !settings.auto_allocate_blocks {
+        ": no block has a free address and auto_allocate_blocks is false (no new block); claim \
+         a block for the host (calicoctl ipam block claim)"
+            .to_owned()
+    } else if with_room.is_empty() {
+        ": every address is assigned".to_owned()
+    } else {
+        let strict: Vec<String> = with_room
+            .iter()
+            .map(|b| match b.value.host() {
+                Some(host) => format!("{} of host {host}", b.value.cidr),
+                None => format!("{} of no host", b.value.cidr),
+            })
+            .collect();
+        format!(
+            ": the free addresses are in blocks with strict affinity ({}), which only their own \
+             hosts may assign from",
+            strict.join(", ")
+        )
+    };
+    if invalid > 0 {
+        why.push_str(&format!(
+            "; {invalid} block(s) could not be read (calicoctl ipam check names them)"
+        ));
+    }
+    why
 }
 
 fn describe_pools(pools: &[IpPool]) -> String {
@@ -540,7 +598,7 @@ fn fnv(text: &str) -> u64 {
 
 /// Waits a little before retrying after a lost race, longer after repeated losses (with jitter
 /// so that racing writers spread out).
-async fn backoff(attempt: u32) {
+pub(crate) async fn backoff(attempt: u32) {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())

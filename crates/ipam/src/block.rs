@@ -30,16 +30,44 @@ pub fn block_of(pool: &IpNet, ip: IpAddr) -> IpNet {
         .trunc()
 }
 
-/// A block with every address free.
+/// A block with every address free, handed out lowest first; a released address goes to the
+/// end of `unallocated` (Calico's order: a just-released address is reused last).
 pub fn empty_block(cidr: IpNet, host: Option<&str>, strict_affinity: bool) -> AllocationBlock {
+    let size = address_count(&cidr);
     AllocationBlock {
         cidr,
         affinity: host.map(|h| format!("host:{h}")),
         strict_affinity,
-        allocations: vec![None; address_count(&cidr)],
-        unallocated: None,
+        allocations: vec![None; size],
+        unallocated: Some((0..size).collect()),
         attributes: Vec::new(),
     }
+}
+
+/// Why `host` may not assign from `block` (naming the block), or none when it may: a block
+/// with strict affinity, or any block under the config's `strict_affinity`, is only for the
+/// host it is affine to.
+pub fn strict_refusal(block: &AllocationBlock, host: &str, config_strict: bool) -> Option<String> {
+    if block.host() == Some(host) {
+        return None;
+    }
+    let owner = match block.host() {
+        Some(other) => format!("affine to host {other}"),
+        None => "affine to no host".to_owned(),
+    };
+    let cidr = block.cidr;
+    if block.strict_affinity {
+        return Some(format!(
+            "block {cidr} is {owner} and has strict affinity (its strict_affinity flag), so host \
+             {host} may not assign from it"
+        ));
+    }
+    config_strict.then(|| {
+        format!(
+            "block {cidr} is {owner} and strict_affinity is true in /calico/ipam/v2/config, so \
+             host {host} may not assign from it"
+        )
+    })
 }
 
 fn address_count(cidr: &IpNet) -> usize {

@@ -33,9 +33,20 @@ pub struct HandleMismatch {
     pub actual: BTreeMap<IpNet, u64>,
 }
 
+/// A stored IPAM value that does not read: the key, the field and why, and how to repair it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    pub key: String,
+    /// `field: reason`, as the reader refused it.
+    pub reason: String,
+    pub fix: &'static str,
+}
+
 /// Everything `check` found; empty when IPAM is consistent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
+    /// Values no reader accepts (never fixed automatically: each needs a decision).
+    pub invalid: Vec<Invalid>,
     pub leaks: Vec<Leak>,
     pub handle_mismatches: Vec<HandleMismatch>,
     /// Affinity keys whose block does not exist, or whose block names another host.
@@ -47,7 +58,8 @@ pub struct Report {
 
 impl Report {
     pub fn is_clean(&self) -> bool {
-        self.leaks.is_empty()
+        self.invalid.is_empty()
+            && self.leaks.is_empty()
             && self.handle_mismatches.is_empty()
             && self.stale_affinities.is_empty()
             && self.unassigned_in_use.is_empty()
@@ -117,6 +129,14 @@ pub fn audit(
     report
 }
 
+const INVALID_CONFIG_FIX: &str = "set it again with calicoctl ipam config \
+     --strict-affinity true|false --auto-allocate-blocks true|false";
+const INVALID_BLOCK_FIX: &str = "correct the field by hand (etcdctl get/put), or delete the \
+     key if no workload uses its addresses; until then no address of the block is assigned or \
+     released";
+const INVALID_HANDLE_FIX: &str = "delete the key (etcdctl del); calicoctl ipam check --fix then \
+     writes it again from the blocks";
+
 /// What `fix` changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Fixed {
@@ -129,6 +149,7 @@ impl Ipam {
     /// Reads blocks, handles, affinities and workload endpoints, and audits them.
     pub async fn check(&self) -> Result<Report, IpamError> {
         let blocks = self.all_blocks().await?;
+        let mut invalid = self.invalid_values().await?;
         let store = self.store();
         let mut handles = Vec::new();
         for pair in store
@@ -137,7 +158,11 @@ impl Ipam {
         {
             match from_json::<AllocationHandle>(&pair.value) {
                 Ok(handle) => handles.push(handle),
-                Err(e) => tracing::warn!(key = %pair.key, "ignoring an invalid handle: {e}"),
+                Err(e) => invalid.push(Invalid {
+                    key: pair.key.clone(),
+                    reason: e.to_string(),
+                    fix: INVALID_HANDLE_FIX,
+                }),
             }
         }
         let mut affinities = Vec::new();
@@ -161,7 +186,31 @@ impl Ipam {
                 in_use.insert(net.addr(), pair.key.clone());
             }
         }
-        Ok(audit(&blocks, &handles, &affinities, &in_use))
+        let mut report = audit(&blocks, &handles, &affinities, &in_use);
+        report.invalid = invalid;
+        Ok(report)
+    }
+
+    /// The IPAM config and the blocks that do not read.
+    async fn invalid_values(&self) -> Result<Vec<Invalid>, IpamError> {
+        let mut invalid = Vec::new();
+        match self.settings().await {
+            Ok(_) => {}
+            Err(IpamError::Corrupt { key, reason }) => invalid.push(Invalid {
+                key,
+                reason,
+                fix: INVALID_CONFIG_FIX,
+            }),
+            Err(e) => return Err(e),
+        }
+        for block in self.invalid_blocks().await? {
+            invalid.push(Invalid {
+                key: block.key,
+                reason: block.reason,
+                fix: INVALID_BLOCK_FIX,
+            });
+        }
+        Ok(invalid)
     }
 
     /// Repairs what `report` found: releases leaked addresses, rewrites handle records from

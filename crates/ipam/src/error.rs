@@ -23,7 +23,8 @@ pub enum IpamError {
         wanted: usize,
         found: usize,
         pools: String,
-        why: &'static str,
+        /// Starts with `: `, or is empty.
+        why: String,
     },
     /// No pool of this version hands out addresses.
     #[error(
@@ -40,9 +41,15 @@ pub enum IpamError {
     /// A specific address outside every pool.
     #[error("{ip} is in no configured IP pool")]
     NotInPool { ip: IpAddr },
-    /// A specific address that is already assigned.
-    #[error("{ip} is already assigned{}", handle.as_ref().map(|h| format!(" to handle {h}")).unwrap_or_default())]
-    InUse { ip: IpAddr, handle: Option<String> },
+    /// A specific address that is already assigned, or (`refused`) that this host may not
+    /// assign because of strict affinity.
+    #[error("{ip} {}", in_use(handle, refused))]
+    InUse {
+        ip: IpAddr,
+        handle: Option<String>,
+        /// Why the host may not assign the address (naming the block), when it is free.
+        refused: Option<String>,
+    },
     /// Concurrent writers kept changing what this operation read.
     #[error(
         "{operation}: gave up after {attempts} attempts, other writers kept changing {key}; try again"
@@ -60,6 +67,14 @@ pub enum IpamError {
     /// A handle id that cannot be a key segment.
     #[error("handle {handle:?}: {reason}")]
     InvalidHandle { handle: String, reason: String },
+}
+
+fn in_use(handle: &Option<String>, refused: &Option<String>) -> String {
+    match (refused, handle) {
+        (Some(why), _) => format!("cannot be assigned: {why}"),
+        (None, Some(handle)) => format!("is already assigned to handle {handle}"),
+        (None, None) => "is already assigned".to_owned(),
+    }
 }
 
 fn family_segment(version: IpVersion) -> &'static str {

@@ -2,8 +2,11 @@
 //!
 //! | module | owns |
 //! | --- | --- |
-//! | `block` | pure operations on one allocation block: ordinals, assign, release, counts |
-//! | `allocator` | [`Ipam`]: auto-assign, assign one address, release by address or handle, affinities |
+//! | `block` | pure operations on one allocation block: ordinals, assign, release, counts, strict affinity |
+//! | `dialect` | a block's JSON as Calico 1.4 (libcalico 0.15) and we write it, read and written back faithfully |
+//! | `config` | [`IpamSettings`]: `strict_affinity` and `auto_allocate_blocks` at `/calico/ipam/v2/config` |
+//! | `allocator` | [`Ipam`]: auto-assign, assign one address, release by address or handle |
+//! | `affinity` | claiming and releasing a host's affinity to blocks |
 //! | `store` | the IPAM keys: reads with revisions, block-and-handle transactions |
 //! | `check` | the consistency audit behind `calicoctl ipam check` and its repairs |
 //! | `error` | [`IpamError`] |
@@ -13,12 +16,18 @@
 //! at `/calico/ipam/v2/host/<host>/…/block/<cidr>`; every allocation belongs to a handle whose
 //! record at `/calico/ipam/v2/handle/<id>` counts its addresses per block.
 
+pub mod affinity;
 pub mod allocator;
 pub mod block;
 pub mod check;
+pub mod config;
+pub mod dialect;
 pub mod error;
 mod store;
 
-pub use allocator::{AssignRequest, Assigned, DEFAULT_ATTEMPTS, Ipam};
-pub use check::{Fixed, HandleMismatch, Leak, Report, audit};
+pub use affinity::AffinityOutcome;
+pub use allocator::{AssignRequest, Assigned, DEFAULT_ATTEMPTS, IpAssignment, Ipam};
+pub use config::IpamSettings;
+pub use store::InvalidBlock;
+pub use check::{Fixed, HandleMismatch, Invalid, Leak, Report, audit};
 pub use error::IpamError;

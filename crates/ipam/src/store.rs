@@ -2,7 +2,7 @@
 //! affinities (with the revision each was read at), and building the transactions that change
 //! a block and its handle records together.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use calico_datastore::{Compare, Datastore, Expect, KvPair, TxnOp};
@@ -14,6 +14,7 @@ use ipnet::IpNet;
 
 use crate::allocator::Ipam;
 use crate::block;
+use crate::dialect::{self, Dialect};
 use crate::error::IpamError;
 
 /// A stored object and the revision it was read at.
@@ -21,6 +22,38 @@ use crate::error::IpamError;
 pub(crate) struct Stored<T> {
     pub(crate) value: T,
     pub(crate) revision: i64,
+}
+
+/// A stored block, the revision it was read at and the dialect it is written in.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredBlock {
+    pub(crate) value: AllocationBlock,
+    pub(crate) revision: i64,
+    pub(crate) dialect: Dialect,
+}
+
+/// A block key whose value cannot be read: kept out of assignments, reported by `check`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidBlock {
+    pub key: String,
+    pub cidr: IpNet,
+    /// The field and why (`affinity: "node1" is not of the form host:<hostname>`).
+    pub reason: String,
+}
+
+/// Every block of one version: those that read, and those that do not.
+#[derive(Debug, Default)]
+pub(crate) struct Blocks {
+    pub(crate) valid: Vec<StoredBlock>,
+    pub(crate) invalid: Vec<InvalidBlock>,
+}
+
+impl Blocks {
+    /// Every block CIDR in use, readable or not (a new block must avoid both).
+    pub(crate) fn cidrs(&self) -> BTreeSet<IpNet> {
+        let valid = self.valid.iter().map(|b| b.value.cidr);
+        valid.chain(self.invalid.iter().map(|b| b.cidr)).collect()
+    }
 }
 
 impl Ipam {
@@ -78,13 +111,13 @@ impl Ipam {
             .collect()
     }
 
-    /// The cluster's IPAM settings (defaults when unset).
+    /// The cluster's IPAM settings as the model reads them (`strict_affinity` only); see
+    /// [`Ipam::settings`] for all of them.
     pub async fn config(&self) -> Result<IpamConfig, IpamError> {
-        let key = Key::IpamConfig.to_string();
-        match self.store().get(&key).await? {
-            None => Ok(IpamConfig::default()),
-            Some(pair) => parse(&pair),
-        }
+        let settings = self.settings().await?;
+        Ok(IpamConfig {
+            strict_affinity: settings.strict_affinity,
+        })
     }
 
     /// The blocks `host` has affinity to.
@@ -104,39 +137,57 @@ impl Ipam {
             .collect())
     }
 
-    /// Every block of one version.
-    pub(crate) async fn blocks(
-        &self,
-        version: IpVersion,
-    ) -> Result<Vec<Stored<AllocationBlock>>, IpamError> {
+    /// Every block of one version; blocks whose value does not read are set apart.
+    pub(crate) async fn blocks(&self, version: IpVersion) -> Result<Blocks, IpamError> {
         let prefix = format!("{IPAM_V2}/assignment/{}/block/", ip_family(version));
-        self.store()
-            .list(&prefix)
-            .await?
-            .iter()
-            .map(|pair| {
-                Ok(Stored {
-                    value: parse(pair)?,
-                    revision: pair.mod_revision,
-                })
-            })
-            .collect()
+        let mut blocks = Blocks::default();
+        for pair in self.store().list(&prefix).await? {
+            let Ok(Key::Block { cidr }) = Key::parse(&pair.key) else {
+                continue; // not a block key: `check` has nothing to say about it either
+            };
+            match parse_block(&pair) {
+                Ok(stored) => blocks.valid.push(stored),
+                Err(e) => {
+                    tracing::warn!(key = %pair.key, "ignoring an unreadable block: {e}");
+                    blocks.invalid.push(InvalidBlock {
+                        key: pair.key.clone(),
+                        cidr,
+                        reason: invalid_reason(&e),
+                    });
+                }
+            }
+        }
+        Ok(blocks)
     }
 
-    /// Every block of both versions, with the revision each was read at.
+    /// Every readable block of both versions (unreadable ones are skipped with a warning and
+    /// reported by [`Ipam::check`]).
     pub async fn all_blocks(&self) -> Result<Vec<AllocationBlock>, IpamError> {
         let mut all = Vec::new();
         for version in [IpVersion::V4, IpVersion::V6] {
-            all.extend(self.blocks(version).await?.into_iter().map(|s| s.value));
+            all.extend(self.blocks(version).await?.valid.into_iter().map(|s| s.value));
         }
         Ok(all)
     }
 
-    pub(crate) async fn read_block(
-        &self,
-        cidr: &IpNet,
-    ) -> Result<Option<Stored<AllocationBlock>>, IpamError> {
-        self.read(&Key::Block { cidr: *cidr }).await
+    /// Every block key whose value does not read, with the field and reason.
+    pub async fn invalid_blocks(&self) -> Result<Vec<InvalidBlock>, IpamError> {
+        let mut all = Vec::new();
+        for version in [IpVersion::V4, IpVersion::V6] {
+            all.extend(self.blocks(version).await?.invalid);
+        }
+        Ok(all)
+    }
+
+    pub(crate) async fn read_block(&self, cidr: &IpNet) -> Result<Option<StoredBlock>, IpamError> {
+        let key = Key::Block { cidr: *cidr }.to_string();
+        let Some(pair) = self.store().get(&key).await? else {
+            return Ok(None);
+        };
+        parse_block(&pair).map(Some).map_err(|e| IpamError::Corrupt {
+            key,
+            reason: invalid_reason(&e),
+        })
     }
 
     pub(crate) async fn read_handle(
@@ -169,17 +220,20 @@ impl Ipam {
         &self,
         ip: IpAddr,
         pools: &[IpPool],
-    ) -> Result<Option<Stored<AllocationBlock>>, IpamError> {
+    ) -> Result<Option<StoredBlock>, IpamError> {
         if let Some(pool) = pools.iter().find(|p| p.cidr.contains(&ip))
             && let Some(stored) = self.read_block(&block::block_of(&pool.cidr, ip)).await?
         {
             return Ok(Some(stored));
         }
-        Ok(self
-            .blocks(IpVersion::of_addr(&ip))
-            .await?
-            .into_iter()
-            .find(|b| b.value.cidr.contains(&ip)))
+        let blocks = self.blocks(IpVersion::of_addr(&ip)).await?;
+        if let Some(invalid) = blocks.invalid.iter().find(|b| b.cidr.contains(&ip)) {
+            return Err(IpamError::Corrupt {
+                key: invalid.key.clone(),
+                reason: invalid.reason.clone(),
+            });
+        }
+        Ok(blocks.valid.into_iter().find(|b| b.value.cidr.contains(&ip)))
     }
 
     /// Writes a block change and the matching change of the handle record (as read) in one
@@ -223,26 +277,37 @@ impl Txn {
     }
 }
 
-/// A block to write, created or updated from a read revision.
+/// A block to write (or delete: `value` none), created or updated from a read revision.
 pub(crate) struct BlockWrite {
     key: String,
-    value: String,
+    value: Option<String>,
     expect: Expect,
 }
 
 impl BlockWrite {
+    /// A new block, in our dialect.
     pub(crate) fn create(block: &AllocationBlock) -> BlockWrite {
-        BlockWrite::new(block, Expect::Absent)
+        BlockWrite::new(block, &Dialect::default(), Expect::Absent)
     }
 
-    pub(crate) fn update(block: &AllocationBlock, revision: i64) -> BlockWrite {
-        BlockWrite::new(block, Expect::ModRevision(revision))
+    /// A changed block, in the dialect it was read in. A block that is empty and affine to no
+    /// host is deleted instead (Calico 1.4: nobody would fill it again).
+    pub(crate) fn update(block: &AllocationBlock, read: &StoredBlock) -> BlockWrite {
+        let expect = Expect::ModRevision(read.revision);
+        if block.affinity.is_none() && block::is_empty(block) {
+            return BlockWrite {
+                key: Key::Block { cidr: block.cidr }.to_string(),
+                value: None,
+                expect,
+            };
+        }
+        BlockWrite::new(block, &read.dialect, expect)
     }
 
-    fn new(block: &AllocationBlock, expect: Expect) -> BlockWrite {
+    fn new(block: &AllocationBlock, dialect: &Dialect, expect: Expect) -> BlockWrite {
         BlockWrite {
             key: Key::Block { cidr: block.cidr }.to_string(),
-            value: serde_json::to_string(block).expect("a block serialises"),
+            value: Some(dialect::render_block(block, dialect)),
             expect,
         }
     }
@@ -252,9 +317,12 @@ impl BlockWrite {
             key: self.key.clone(),
             expect: self.expect,
         });
-        txn.ops.push(TxnOp::Put {
-            key: self.key,
-            value: self.value,
+        txn.ops.push(match self.value {
+            Some(value) => TxnOp::Put {
+                key: self.key,
+                value,
+            },
+            None => TxnOp::Delete { key: self.key },
         });
     }
 }
@@ -315,6 +383,26 @@ where
         key: pair.key.clone(),
         reason: e.to_string(),
     })
+}
+
+fn parse_block(pair: &KvPair) -> Result<StoredBlock, calico_model::error::ValidationError> {
+    let (value, dialect) = dialect::parse_block(&pair.value)?;
+    if let Ok(Key::Block { cidr }) = Key::parse(&pair.key)
+        && cidr != value.cidr
+    {
+        let reason = format!("is {}, but the key names {cidr}", value.cidr);
+        return Err(calico_model::error::ValidationError::new("cidr", reason));
+    }
+    Ok(StoredBlock {
+        value,
+        revision: pair.mod_revision,
+        dialect,
+    })
+}
+
+/// The field and reason of an unreadable value, as one line.
+fn invalid_reason(error: &calico_model::error::ValidationError) -> String {
+    error.to_string()
 }
 
 fn ip_family(version: IpVersion) -> &'static str {

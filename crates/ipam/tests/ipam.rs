@@ -1,83 +1,17 @@
 //! IPAM against a real etcd: what an operator sees in the keys after assigning and releasing,
 //! the error cases, and many allocators racing on several hosts.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore};
-use calico_ipam::{AssignRequest, Ipam, IpamError};
-use calico_model::ipam::{AllocationBlock, AllocationHandle};
-use calico_model::{Key, from_json};
-use calico_testkit::EtcdServer;
+use calico_datastore::Datastore;
+use calico_ipam::IpamError;
+use calico_model::Key;
+use common::{add_pool, cluster, ip, request};
 use ipnet::IpNet;
-
-struct Cluster {
-    _server: EtcdServer,
-    store: Arc<EtcdDatastore>,
-    ipam: Ipam,
-}
-
-async fn cluster(pools: &[&str]) -> Cluster {
-    let server = EtcdServer::start();
-    let config = EtcdConfig {
-        endpoints: vec![server.endpoint()],
-        ..EtcdConfig::default()
-    };
-    let store = Arc::new(EtcdDatastore::connect(config).await.expect("etcd connects"));
-    for pool in pools {
-        add_pool(store.as_ref(), pool, false).await;
-    }
-    let ipam = Ipam::new(store.clone());
-    Cluster {
-        _server: server,
-        store,
-        ipam,
-    }
-}
-
-async fn add_pool(store: &dyn Datastore, cidr: &str, disabled: bool) {
-    let cidr: IpNet = cidr.parse().unwrap();
-    let key = Key::Pool { cidr }.to_string();
-    let value = serde_json::json!({"cidr": cidr, "disabled": disabled}).to_string();
-    store.put(&key, &value).await.unwrap();
-}
-
-fn request(host: &str, handle: &str, ipv4: usize, ipv6: usize) -> AssignRequest {
-    AssignRequest {
-        host: host.to_owned(),
-        handle: handle.to_owned(),
-        attributes: [("container".to_owned(), handle.to_owned())].into(),
-        ipv4,
-        ipv6,
-        ..AssignRequest::default()
-    }
-}
-
-impl Cluster {
-    async fn block(&self, cidr: &str) -> Option<AllocationBlock> {
-        let key = Key::Block {
-            cidr: cidr.parse().unwrap(),
-        };
-        let pair = self.store.get(&key.to_string()).await.unwrap()?;
-        Some(from_json(&pair.value).unwrap())
-    }
-
-    async fn handle(&self, id: &str) -> Option<AllocationHandle> {
-        let key = Key::Handle { handle: id.into() };
-        let pair = self.store.get(&key.to_string()).await.unwrap()?;
-        Some(from_json(&pair.value).unwrap())
-    }
-
-    async fn keys(&self, prefix: &str) -> Vec<String> {
-        let pairs = self.store.list(prefix).await.unwrap();
-        pairs.into_iter().map(|p| p.key).collect()
-    }
-}
-
-fn ip(text: &str) -> IpAddr {
-    text.parse().unwrap()
-}
 
 #[tokio::test]
 async fn a_host_claims_an_affine_block_and_fills_it_before_claiming_another() {
@@ -258,8 +192,9 @@ async fn disabled_pools_give_nothing_and_a_short_pool_fails_without_leaking() {
         "{text}"
     );
     assert_eq!(c.handle("big").await, None, "nothing is left assigned");
-    let block = c.block("10.31.0.0/30").await.unwrap();
-    assert!(block.allocations.iter().all(Option::is_none), "{block:?}");
+    // The block the failed request claimed is given up again: block and affinity are gone.
+    assert_eq!(c.block("10.31.0.0/30").await, None);
+    assert!(c.keys("/calico/ipam/v2/host/").await.is_empty());
     // Naming a pool that does not exist, or a disabled one, names the field.
     asked.ipv4_pools = vec!["10.32.0.0/24".parse().unwrap()];
     let error = c.ipam.auto_assign(&asked).await.unwrap_err().to_string();
@@ -278,6 +213,9 @@ async fn disabled_pools_give_nothing_and_a_short_pool_fails_without_leaking() {
     let error = both.unwrap_err().to_string();
     assert!(error.contains("IPv6") || error.contains("ipv6"), "{error}");
     assert_eq!(c.handle("dual").await, None);
+    // The IPv4 block it claimed for that is given up too.
+    assert_eq!(c.block("10.31.0.0/30").await, None);
+    assert!(c.keys("/calico/ipam/v2/host/").await.is_empty());
 }
 
 #[tokio::test]

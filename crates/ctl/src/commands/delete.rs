@@ -43,10 +43,14 @@ mod tests {
 
     #[test]
     fn prefixes_must_stay_below_the_calico_tree() {
-        assert!(check_prefix("/").is_err());
-        assert!(check_prefix("/calico").is_err());
-        assert!(check_prefix("/calico/").is_err());
-        assert!(check_prefix("/other/x").is_err());
+        for prefix in ["/", "/calico", "/calico/", "/other/x"] {
+            let error = check_prefix(prefix).unwrap_err().to_string();
+            assert!(
+                error.contains(&format!("refusing to delete prefix {prefix:?}"))
+                    && error.contains("give a prefix below /calico/"),
+                "{error}"
+            );
+        }
         assert!(check_prefix("/calico/v1/").is_ok());
         assert!(check_prefix("/calico/v1/policy/tier/t1/").is_ok());
     }

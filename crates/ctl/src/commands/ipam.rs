@@ -1,5 +1,5 @@
-//! `calicoctl ipam assign|release|show|check`: the operator's view of IPAM, over the same
-//! [`Ipam`] the CNI plugin uses.
+//! `calicoctl ipam assign|release|show|check|block|config`: the operator's view of IPAM, over
+//! the same [`Ipam`] the CNI plugin uses.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -7,12 +7,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use calico_datastore::Datastore;
-use calico_ipam::{AssignRequest, Ipam, Report, block};
+use calico_ipam::{AffinityOutcome, AssignRequest, Ipam, IpamSettings, Report, block};
 use calico_model::IpVersion;
 use calico_model::ipam::AllocationBlock;
 use ipnet::IpNet;
 
-use crate::cli::{IpamAssignArgs, IpamCheckArgs, IpamCommand, IpamReleaseArgs, IpamShowArgs};
+use crate::cli::{
+    IpamAssignArgs, IpamBlockArgs, IpamBlockCommand, IpamCheckArgs, IpamCommand, IpamConfigArgs,
+    IpamReleaseArgs, IpamShowArgs,
+};
 
 pub async fn run(
     store: Arc<dyn Datastore>,
@@ -28,7 +31,76 @@ pub async fn run(
             let mut stdin = std::io::stdin().lock();
             check(&ipam, &args, &mut stdin, out).await
         }
+        IpamCommand::Block { command } => block_affinity(&ipam, command, out).await,
+        IpamCommand::Config(args) => config(&ipam, &args, out).await,
     }
+}
+
+async fn block_affinity(
+    ipam: &Ipam,
+    command: IpamBlockCommand,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let (outcome, IpamBlockArgs { cidr, host }) = match command {
+        IpamBlockCommand::Claim(args) => (ipam.claim_affinity(args.cidr, &args.host).await?, args),
+        IpamBlockCommand::Release(args) => {
+            (ipam.release_affinity(args.cidr, &args.host).await?, args)
+        }
+    };
+    if let AffinityOutcome::Refused(why) = &outcome {
+        anyhow::bail!("nothing changed: {why}");
+    }
+    writeln!(out, "{}", describe_outcome(cidr, &host, &outcome))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line per affinity change, naming the block and the host.
+fn describe_outcome(cidr: IpNet, host: &str, outcome: &AffinityOutcome) -> String {
+    match outcome {
+        AffinityOutcome::Claimed => format!("block {cidr} is affine to host {host}"),
+        AffinityOutcome::AlreadyClaimed => {
+            format!("block {cidr} was already affine to host {host}")
+        }
+        AffinityOutcome::Released => format!(
+            "released block {cidr} of host {host}: it keeps its addresses, affine to no host"
+        ),
+        AffinityOutcome::Deleted => format!("released block {cidr} of host {host}: deleted (empty)"),
+        AffinityOutcome::StaleKeyRemoved => {
+            format!("removed host {host}'s stale affinity key for block {cidr}")
+        }
+        AffinityOutcome::Refused(why) => format!("kept block {cidr} of host {host}: {why}"),
+    }
+}
+
+async fn config(
+    ipam: &Ipam,
+    args: &IpamConfigArgs,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let mut settings = match (args.strict_affinity, args.auto_allocate_blocks) {
+        (None, None) => ipam.settings().await?,
+        // Setting: start from the stored settings, or the defaults when they do not read.
+        _ => ipam.settings().await.unwrap_or_default(),
+    };
+    if let Some(strict) = args.strict_affinity {
+        settings.strict_affinity = strict;
+    }
+    if let Some(auto) = args.auto_allocate_blocks {
+        settings.auto_allocate_blocks = auto;
+    }
+    if args.strict_affinity.is_some() || args.auto_allocate_blocks.is_some() {
+        settings
+            .check()
+            .map_err(|e| anyhow::anyhow!("/calico/ipam/v2/config: {e}"))?;
+        ipam.set_settings(&settings).await?;
+    }
+    let IpamSettings {
+        strict_affinity,
+        auto_allocate_blocks,
+    } = settings;
+    writeln!(out, "strict_affinity: {strict_affinity}")?;
+    writeln!(out, "auto_allocate_blocks: {auto_allocate_blocks}")?;
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn assign(
@@ -94,21 +166,19 @@ async fn release(
         }
         writeln!(out, "{} empty block(s) of {host} released", blocks.len())?;
     }
+    if let Some(host) = &args.host_gone {
+        let outcomes = ipam.release_host_affinities(host, true).await?;
+        for (cidr, outcome) in &outcomes {
+            writeln!(out, "{}", describe_outcome(*cidr, host, outcome))?;
+        }
+        writeln!(out, "{} affinity(ies) of {host} released", outcomes.len())?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
 async fn show(ipam: &Ipam, args: &IpamShowArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     if let Some(ip) = args.ip {
-        match ipam.ip_info(ip).await? {
-            None => writeln!(out, "{ip} is not assigned")?,
-            Some(attribute) => {
-                let handle = attribute.primary.as_deref().unwrap_or("none");
-                writeln!(out, "{ip} is assigned to handle {handle}")?;
-                for (name, value) in attribute.secondary.iter().flatten() {
-                    writeln!(out, "  {name}: {value}")?;
-                }
-            }
-        }
+        show_ip(ipam, ip, out).await?;
         return Ok(ExitCode::SUCCESS);
     }
     let blocks = ipam.all_blocks().await?;
@@ -149,9 +219,10 @@ async fn show(ipam: &Ipam, args: &IpamShowArgs, out: &mut impl Write) -> anyhow:
             "BLOCK", "HOST", "ADDRESSES", "ASSIGNED"
         )?;
         for b in &blocks {
+            let strict = if b.strict_affinity { "  strict" } else { "" };
             writeln!(
                 out,
-                "{:<28} {:<24} {:>10} {:>10}",
+                "{:<28} {:<24} {:>10} {:>10}{strict}",
                 b.cidr.to_string(),
                 b.host().unwrap_or("(none)"),
                 b.allocations.len(),
@@ -159,7 +230,39 @@ async fn show(ipam: &Ipam, args: &IpamShowArgs, out: &mut impl Write) -> anyhow:
             )?;
         }
     }
+    for invalid in ipam.invalid_blocks().await? {
+        writeln!(
+            out,
+            "unreadable block {} ({}): {}; see calicoctl ipam check",
+            invalid.cidr, invalid.key, invalid.reason
+        )?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One address: assigned or not, to which handle with which attributes, in which block.
+async fn show_ip(ipam: &Ipam, ip: std::net::IpAddr, out: &mut impl Write) -> anyhow::Result<()> {
+    let Some(found) = ipam.ip_assignment(ip).await? else {
+        writeln!(out, "{ip} is not assigned (no block holds it)")?;
+        return Ok(());
+    };
+    let host = found.host.as_deref().unwrap_or("(none)");
+    let strict = if found.strict_affinity { ", strict affinity" } else { "" };
+    let place = format!("block {} (host {host}{strict})", found.block);
+    let Some(attribute) = found.attribute else {
+        writeln!(out, "{ip} is not assigned; {place}")?;
+        return Ok(());
+    };
+    let handle = attribute.primary.as_deref().unwrap_or("(none)");
+    writeln!(out, "{ip} is assigned to handle {handle} in {place}")?;
+    let details = attribute.secondary.unwrap_or_default();
+    if details.is_empty() {
+        writeln!(out, "  attributes: (none)")?;
+    }
+    for (name, value) in details {
+        writeln!(out, "  {name}: {value}")?;
+    }
+    Ok(())
 }
 
 fn used(block: &AllocationBlock) -> usize {
@@ -237,6 +340,13 @@ async fn check(
 }
 
 fn print_report(report: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    for invalid in &report.invalid {
+        writeln!(
+            out,
+            "invalid: {}: {}; fix: {}",
+            invalid.key, invalid.reason, invalid.fix
+        )?;
+    }
     for leak in &report.leaks {
         let handle = leak.handle.as_deref().unwrap_or("none");
         writeln!(

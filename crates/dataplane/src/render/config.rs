@@ -174,9 +174,13 @@ mod tests {
             (bits.accept, bits.pass, bits.untracked),
             (0x0010_0000, 0x0020_0000, 0x0040_0000)
         );
-        assert!(MarkBits::from_mask(0x8000_0000).is_err());
-        assert!(MarkBits::from_mask(0x3).is_err());
-        assert!(MarkBits::from_mask(0).is_err());
+        for mask in [0x8000_0000, 0x3, 0] {
+            let error = MarkBits::from_mask(mask).unwrap_err();
+            assert_eq!(
+                error,
+                format!("IptablesMarkMask {mask:#x} has fewer than 3 bits; Calico needs 3")
+            );
+        }
     }
 
     #[test]
