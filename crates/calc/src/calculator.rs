@@ -19,7 +19,7 @@ use std::sync::Arc;
 use calico_model::Key;
 use calico_model::policy::Policy;
 
-use crate::cluster::{Applied, Cluster, EndpointKey};
+use crate::cluster::{Applied, Cluster, Endpoint, EndpointKey};
 use crate::desired::applies;
 use crate::desired::{
     DesiredState, EndpointProgram, IpSetSource, PolicyId, Rules, TierProgram, interfaces_holding,
@@ -28,7 +28,7 @@ use crate::desired::{
 use crate::labels::LabelSet;
 
 mod ipsets;
-use ipsets::rule_sources;
+use ipsets::{IpSetIndex, Out, rule_sources};
 
 /// What changed since the last [`Calculator::take_changes`]: look each up in the state (present:
 /// program it; absent: remove it).
@@ -55,13 +55,6 @@ impl Changes {
 /// One shared copy of an endpoint's key for every index that holds it.
 type Shared = Arc<EndpointKey>;
 
-/// Selector sets requiring one label: those accepting any value, and those by value.
-#[derive(Debug, Default)]
-struct LabelIndex {
-    any: BTreeSet<String>,
-    by_value: HashMap<String, BTreeSet<String>>,
-}
-
 /// The calculation for one host.
 #[derive(Debug)]
 pub struct Calculator {
@@ -78,19 +71,8 @@ pub struct Calculator {
     /// How many local endpoints use each policy / profile.
     policy_refs: HashMap<PolicyId, usize>,
     profile_refs: HashMap<String, usize>,
-    /// IP set id → (source, how many active rules use it).
-    ipset_refs: HashMap<String, (IpSetSource, usize)>,
-    /// IP set id → member endpoints; endpoint → the sets it is in, with the addresses it added.
-    ipset_members: HashMap<String, BTreeSet<Shared>>,
-    memberships: HashMap<Shared, (BTreeSet<String>, Vec<IpAddr>)>,
-    /// IP set id → address → how many member endpoints have it.
-    address_counts: HashMap<String, HashMap<IpAddr, usize>>,
-    /// Active selector sets by the label their selector requires.
-    set_index: HashMap<String, LabelIndex>,
-    /// Active selector sets that require no label: evaluated against every endpoint.
-    unindexed_sets: BTreeSet<String>,
-    /// Active tag sets: tag → set id.
-    tag_sets: HashMap<String, String>,
+    /// The active IP sets, their indexes and members.
+    ipsets: IpSetIndex,
     /// Endpoints by label: name → value → endpoints.
     endpoints_by_label: HashMap<Arc<str>, HashMap<Arc<str>, BTreeSet<Shared>>>,
     /// The host's interfaces and their addresses, as last given to
@@ -112,13 +94,7 @@ impl Calculator {
             local_matches: BTreeMap::new(),
             policy_refs: HashMap::new(),
             profile_refs: HashMap::new(),
-            ipset_refs: HashMap::new(),
-            ipset_members: HashMap::new(),
-            memberships: HashMap::new(),
-            address_counts: HashMap::new(),
-            set_index: HashMap::new(),
-            unindexed_sets: BTreeSet::new(),
-            tag_sets: HashMap::new(),
+            ipsets: IpSetIndex::default(),
             endpoints_by_label: HashMap::new(),
             interface_addresses: BTreeMap::new(),
             state: DesiredState::default(),
@@ -288,10 +264,19 @@ impl Calculator {
             return;
         };
         let labels = self.cluster.effective_labels(endpoint);
+        let tags = endpoint.profile_ids.iter().flat_map(|profile| {
+            let tags = self
+                .cluster
+                .profiles
+                .get(profile)
+                .map(|p| p.tags.as_slice());
+            tags.unwrap_or_default()
+        });
         let joined: Vec<String> = self
-            .candidate_sets(endpoint, &labels)
+            .ipsets
+            .candidates(&labels, tags)
             .into_iter()
-            .filter(|id| self.selects(&self.ipset_refs[id].0, endpoint, &labels))
+            .filter(|id| self.selects(self.ipsets.source(id), endpoint, &labels))
             .collect();
         let addresses = endpoint.addresses.clone();
         for id in joined {
@@ -595,6 +580,110 @@ impl Calculator {
         }
         for source in old.into_iter().flat_map(rule_sources) {
             self.ipset_unref(&source.id());
+        }
+    }
+}
+
+impl Calculator {
+    // ---- IP sets (the index is `ipsets.rs`; finding the endpoints is here) ----
+
+    /// One more rule uses `source`; a set that just became active is filled from every
+    /// endpoint it selects.
+    fn ipset_ref(&mut self, source: IpSetSource) {
+        let out = Out {
+            sets: &mut self.state.ipsets,
+            changed: &mut self.changes.ipsets,
+        };
+        let Some(id) = self.ipsets.reference(&source, out) else {
+            return;
+        };
+        let joining: Vec<(Shared, Vec<IpAddr>)> = self
+            .candidate_endpoints(&source)
+            .into_iter()
+            .filter_map(|key| {
+                // An endpoint being refreshed has no labels yet; its refresh joins it.
+                let labels = self.labels.get(&key)?;
+                let endpoint = self.cluster.endpoints.get(&key)?;
+                self.selects(&source, endpoint, labels)
+                    .then(|| (key, endpoint.addresses.clone()))
+            })
+            .collect();
+        for (key, addresses) in joining {
+            let out = Out {
+                sets: &mut self.state.ipsets,
+                changed: &mut self.changes.ipsets,
+            };
+            self.ipsets.join(&id, key, &addresses, out);
+        }
+    }
+
+    fn ipset_unref(&mut self, id: &str) {
+        let out = Out {
+            sets: &mut self.state.ipsets,
+            changed: &mut self.changes.ipsets,
+        };
+        self.ipsets.release(id, out);
+    }
+
+    fn join_ipset(&mut self, id: &str, key: &EndpointKey, addresses: &[IpAddr]) {
+        let shared = self.shared(key);
+        let out = Out {
+            sets: &mut self.state.ipsets,
+            changed: &mut self.changes.ipsets,
+        };
+        self.ipsets.join(id, shared, addresses, out);
+    }
+
+    /// Takes an endpoint out of every set it is in.
+    fn leave_ipsets(&mut self, key: &EndpointKey) {
+        let out = Out {
+            sets: &mut self.state.ipsets,
+            changed: &mut self.changes.ipsets,
+        };
+        self.ipsets.leave(key, out);
+    }
+
+    /// The endpoints that could be in a set (a superset of its members).
+    fn candidate_endpoints(&self, source: &IpSetSource) -> Vec<Shared> {
+        match source {
+            IpSetSource::Tag(tag) => {
+                let mut keys = BTreeSet::new();
+                for (id, profile) in &self.cluster.profiles {
+                    if profile.tags.iter().any(|t| t == tag)
+                        && let Some(users) = self.profile_users.get(id)
+                    {
+                        keys.extend(users.iter().cloned());
+                    }
+                }
+                keys.into_iter().collect()
+            }
+            IpSetSource::Selector(selector) => match selector.requirement() {
+                None => self.labels.keys().cloned().collect(),
+                Some((name, values)) => {
+                    let Some(by_value) = self.endpoints_by_label.get(name) else {
+                        return Vec::new();
+                    };
+                    let mut keys = BTreeSet::new();
+                    match values {
+                        Some(values) => {
+                            for value in values {
+                                keys.extend(
+                                    by_value.get(value.as_str()).into_iter().flatten().cloned(),
+                                );
+                            }
+                        }
+                        None => keys.extend(by_value.values().flatten().cloned()),
+                    }
+                    keys.into_iter().collect()
+                }
+            },
+        }
+    }
+
+    fn selects(&self, source: &IpSetSource, endpoint: &Endpoint, labels: &LabelSet) -> bool {
+        match source {
+            IpSetSource::Tag(tag) => self.cluster.has_tag(endpoint, tag),
+            IpSetSource::Selector(selector) => selector.evaluate(labels),
         }
     }
 }

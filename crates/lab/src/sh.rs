@@ -1,11 +1,11 @@
 //! Running the tools the lab drives (`ip`, `sysctl`, ...), with errors that say what ran and
-//! what it printed. The lab's one place that runs a program inside a network namespace and that
-//! feeds a child's stdin: tools that finish go through `calico_linux::Netns::run`; processes
-//! that need their own environment, stream their output or outlive the call get a
-//! [`command_in`].
+//! what it printed. The lab's one door to `calico_linux::Netns`, which owns entering a namespace
+//! and feeding a child's stdin: tools that finish go through `Netns::run`; processes that need
+//! their own environment, stream their output or outlive the call get a [`command_in`]
+//! (`Netns::command`).
 
 use std::ffi::OsStr;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use anyhow::{Context, bail};
 use calico_linux::Netns;
@@ -28,30 +28,16 @@ pub fn in_ns(ns: &str, program: &str, args: &[&str]) -> anyhow::Result<String> {
         .with_context(|| format!("in namespace {ns}"))
 }
 
-/// A command that runs `program` inside the named namespace (`ip netns exec`, which also gives
-/// it the namespace's `/sys`): add arguments, environment and stdio, then spawn it.
+/// A command that runs `program` inside the named namespace (`Netns::command`): add
+/// arguments, environment and stdio, then spawn it.
 pub fn command_in(ns: &str, program: impl AsRef<OsStr>) -> Command {
-    let mut command = Command::new("ip");
-    command.args(["netns", "exec", ns]).arg(program);
-    command
+    Netns::named(ns).command(program)
 }
 
 /// Runs `command` with `input` on stdin and collects its output, whatever its exit status.
 pub fn output_with_stdin(command: &mut Command, input: &str) -> anyhow::Result<Output> {
-    use std::io::Write;
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot run {:?}", command.get_program()))?;
-    // A program that exits without reading its input is not an error here: its status says why.
-    let _ = child
-        .stdin
-        .take()
-        .expect("stdin is piped")
-        .write_all(input.as_bytes());
-    Ok(child.wait_with_output()?)
+    calico_linux::output_with_input(command, input.as_bytes())
+        .with_context(|| format!("cannot run {:?}", command.get_program()))
 }
 
 /// Sets a sysctl inside a namespace (`net.ipv4.ip_forward=1`).

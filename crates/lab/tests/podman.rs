@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use calico_linux::Netns;
 use calico_testkit::require_tool;
 use common::{BIN, TestLab};
 use serde_json::{Value, json};
@@ -63,9 +64,8 @@ impl Podman {
     fn run(&self, args: &[&str]) -> Output {
         let root = self.dir.join("root");
         let runroot = self.dir.join("run");
-        Command::new("nsenter")
-            .arg(format!("--net={}", self.netns))
-            .arg("podman")
+        Netns::at_path(&self.netns)
+            .command("podman")
             .env("CONTAINERS_CONF", self.dir.join("containers.conf"))
             .arg("--root")
             .arg(root)

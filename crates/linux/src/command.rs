@@ -1,9 +1,10 @@
 //! Running a kernel tool with input, in the right network namespace, with errors that say what
 //! ran and what it printed.
 
+use std::ffi::OsStr;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 /// Where tools run: the current network namespace, a named one (`ip netns add <name>`), or the
 /// namespace behind a file (`/proc/<pid>/ns/net`, a bind mount like the `CNI_NETNS` of a
@@ -52,13 +53,16 @@ impl Netns {
         }
     }
 
-    /// Runs `program args` with `input` on stdin; returns stdout.
-    pub fn run(&self, program: &str, args: &[&str], input: &str) -> Result<String, CommandError> {
-        let mut command = match &self.0 {
+    /// A command that runs `program` inside this namespace (`ip netns exec`, which also gives it
+    /// the namespace's `/sys`; `nsenter` for a namespace given by file): add arguments,
+    /// environment and stdio, then spawn it. The one place that enters a namespace to run a
+    /// program.
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        match &self.0 {
             Place::Current => Command::new(program),
             Place::Named(ns) => {
                 let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns, program]);
+                c.args(["netns", "exec"]).arg(ns).arg(program);
                 c
             }
             Place::File(path) => {
@@ -66,26 +70,17 @@ impl Netns {
                 c.arg(format!("--net={}", path.display())).arg(program);
                 c
             }
-        };
-        command
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        }
+    }
+
+    /// Runs `program args` with `input` on stdin; returns stdout.
+    pub fn run(&self, program: &str, args: &[&str], input: &str) -> Result<String, CommandError> {
+        let mut command = self.command(program);
+        command.args(args);
         let describe = || format!("{program} {}", args.join(" "));
-        let mut child = command.spawn().map_err(|e| CommandError {
+        let out = output_with_input(&mut command, input.as_bytes()).map_err(|e| CommandError {
             command: describe(),
-            reason: format!("cannot start: {e} (is it installed?)"),
-        })?;
-        // A tool that fails early may not read all its input; its exit status says why.
-        let _ = child
-            .stdin
-            .take()
-            .expect("stdin is piped")
-            .write_all(input.as_bytes());
-        let out = child.wait_with_output().map_err(|e| CommandError {
-            command: describe(),
-            reason: e.to_string(),
+            reason: format!("cannot run: {e} (is it installed?)"),
         })?;
         if !out.status.success() {
             return Err(CommandError {
@@ -99,6 +94,19 @@ impl Netns {
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
+}
+
+/// Runs `command` with `input` on its stdin and collects stdout and stderr, whatever its exit
+/// status (callers decide what a failure means).
+pub fn output_with_input(command: &mut Command, input: &[u8]) -> std::io::Result<Output> {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    // A program that fails early may not read all its input; its exit status says why.
+    let _ = child.stdin.take().expect("stdin is piped").write_all(input);
+    child.wait_with_output()
 }
 
 impl std::fmt::Display for Netns {

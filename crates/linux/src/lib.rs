@@ -15,7 +15,7 @@ mod rtnl;
 mod seams;
 mod sysctl;
 
-pub use command::{CommandError, Netns};
+pub use command::{CommandError, Netns, output_with_input};
 pub use conntrack::flush_conntrack;
 pub use ipset::Ipset;
 pub use iptables::{Family, Iptables};

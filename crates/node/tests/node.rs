@@ -2,9 +2,10 @@
 //! an interface holding the default route), with real Felix and real BIRD.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
+use calico_linux::Netns;
 use calico_testkit::{EtcdServer, NetNs, require_tool};
 
 struct Running {
@@ -78,13 +79,8 @@ fn registers_supervises_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
     let run_dir = tempfile::tempdir().unwrap();
     let log = run_dir.path().join("node.log");
     let log_file = std::fs::File::create(&log).unwrap();
-    let child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            host.name(),
-            env!("CARGO_BIN_EXE_calico-node"),
-        ])
+    let child = Netns::named(host.name())
+        .command(env!("CARGO_BIN_EXE_calico-node"))
         .args([
             "--hostname",
             "node-a",
@@ -216,13 +212,8 @@ fn start_node(
     log: &Path,
 ) -> Running {
     let log_file = std::fs::File::create(log).unwrap();
-    let child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            ns.name(),
-            env!("CARGO_BIN_EXE_calico-node"),
-        ])
+    let child = Netns::named(ns.name())
+        .command(env!("CARGO_BIN_EXE_calico-node"))
         .args(["--hostname", hostname, "--ip", "auto", "--felix", "none"])
         .arg("--etcd-endpoints")
         .arg(etcd.endpoint())
