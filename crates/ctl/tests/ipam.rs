@@ -249,3 +249,195 @@ fn bad_arguments_are_refused_with_the_reason() {
         "{text}"
     );
 }
+
+#[test]
+fn one_block_is_claimed_and_released_for_one_host() {
+    let ctl = Ctl::start();
+    let text = ctl.ok(&["ipam", "block", "claim", "10.70.0.64/26", "--host", "node1"]);
+    assert_eq!(text, "block 10.70.0.64/26 is affine to host node1\n");
+    let keys = ctl.etcdctl(&[
+        "get",
+        "/calico/ipam/v2/host/node1/",
+        "--prefix",
+        "--keys-only",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&keys.stdout).trim(),
+        "/calico/ipam/v2/host/node1/ipv4/block/10.70.0.64-26"
+    );
+    let (ok, text) = ctl.run(
+        &["ipam", "block", "claim", "10.70.0.64/26", "--host", "node2"],
+        "",
+    );
+    assert!(
+        !ok && text.contains(
+            "nothing changed: block 10.70.0.64/26 is affine to host node1; release it there \
+             first (calicoctl ipam block release 10.70.0.64/26 --host node1)"
+        ),
+        "{text}"
+    );
+    let (ok, text) = ctl.run(
+        &["ipam", "block", "claim", "10.70.0.0/25", "--host", "node2"],
+        "",
+    );
+    assert!(
+        !ok && text.contains("10.70.0.0/25 is not a block of pool 10.70.0.0/24"),
+        "{text}"
+    );
+    // node1 fills its block first; released, the block keeps the address and has no host.
+    let ip = ctl.ok(&[
+        "ipam", "assign", "--handle", "w", "--ipv4", "1", "--host", "node1",
+    ]);
+    assert!(ip.starts_with("10.70.0."), "{ip}");
+    let last: u8 = ip.trim().rsplit('.').next().unwrap().parse().unwrap();
+    assert!((64..128).contains(&last), "{ip}");
+    let text = ctl.ok(&[
+        "ipam",
+        "block",
+        "release",
+        "10.70.0.64/26",
+        "--host",
+        "node1",
+    ]);
+    assert!(
+        text.contains("keeps its addresses, affine to no host"),
+        "{text}"
+    );
+    let usage = ctl.ok(&["ipam", "show", "--blocks"]);
+    let line = usage
+        .lines()
+        .find(|l| l.starts_with("10.70.0.64/26"))
+        .expect(&usage);
+    assert!(line.contains("(none)"), "{usage}");
+    let (ok, text) = ctl.run(
+        &[
+            "ipam",
+            "block",
+            "release",
+            "10.70.0.64/26",
+            "--host",
+            "node1",
+        ],
+        "",
+    );
+    assert!(
+        !ok && text.contains("block 10.70.0.64/26 is affine to no host, not node1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_gone_host_gives_up_blocks_that_still_hold_addresses() {
+    let ctl = Ctl::start();
+    let ips = ctl.ok(&[
+        "ipam", "assign", "--handle", "w", "--ipv4", "1", "--ipv6", "1", "--host", "gone",
+    ]);
+    // --empty-blocks-of keeps them: they hold addresses.
+    let text = ctl.ok(&["ipam", "release", "--empty-blocks-of", "gone"]);
+    assert!(text.contains("0 empty block(s) of gone released"), "{text}");
+    let text = ctl.ok(&["ipam", "release", "--host-gone", "gone"]);
+    assert!(
+        text.contains("keeps its addresses, affine to no host")
+            && text.contains("2 affinity(ies) of gone released"),
+        "{text}"
+    );
+    let keys = ctl.etcdctl(&["get", "/calico/ipam/v2/host/", "--prefix", "--keys-only"]);
+    assert!(keys.stdout.iter().all(u8::is_ascii_whitespace), "{keys:?}");
+    let ip4 = ips.lines().next().unwrap();
+    let info = ctl.ok(&["ipam", "show", "--ip", ip4]);
+    assert!(
+        info.contains(&format!("{ip4} is assigned to handle w in block"))
+            && info.contains("(host (none))"),
+        "{info}"
+    );
+    // With their last address the blocks of no host are deleted.
+    ctl.ok(&["ipam", "release", "--handle", "w"]);
+    let keys = ctl.etcdctl(&["get", "/calico/ipam/v2/", "--prefix", "--keys-only"]);
+    assert!(keys.stdout.iter().all(u8::is_ascii_whitespace), "{keys:?}");
+}
+
+#[test]
+fn show_ip_names_the_handle_attributes_and_block_of_a_calico_1_4_allocation() {
+    let ctl = Ctl::start();
+    ctl.etcdctl(&[
+        "put",
+        "/calico/v1/ipam/v4/pool/10.65.0.0-24",
+        r#"{"cidr": "10.65.0.0/24"}"#,
+    ]);
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../ipam/tests/fixtures/calico-1.4/no-host-block.json"
+    );
+    let block = std::fs::read_to_string(fixture).expect(fixture);
+    ctl.etcdctl(&[
+        "put",
+        "/calico/ipam/v2/assignment/ipv4/block/10.65.0.0-26",
+        &block,
+    ]);
+    let info = ctl.ok(&["ipam", "show", "--ip", "10.65.0.9"]);
+    assert_eq!(
+        info,
+        "10.65.0.9 is assigned to handle ba11f1de-fc4d-46fd-9f15-424f4ef05a3a in block \
+         10.65.0.0/26 (host (none))\n  container-id: ba11f1de\n  rack: 1\n"
+    );
+    let info = ctl.ok(&["ipam", "show", "--ip", "10.65.0.5"]);
+    assert_eq!(
+        info,
+        "10.65.0.5 is assigned to handle (none) in block 10.65.0.0/26 (host (none))\n  \
+         attributes: (none)\n"
+    );
+    let usage = ctl.ok(&["ipam", "show", "--blocks"]);
+    assert!(usage.contains("10.65.0.0/26"), "{usage}");
+    // Its addresses are used by no endpoint: check says so, and nothing else.
+    let (ok, text) = ctl.run(&["ipam", "check"], "");
+    assert!(!ok && text.contains("leaked: 10.65.0.9"), "{text}");
+    assert!(!text.contains("invalid:"), "{text}");
+}
+
+#[test]
+fn the_ipam_config_is_shown_set_and_validated() {
+    let ctl = Ctl::start();
+    let text = ctl.ok(&["ipam", "config"]);
+    assert_eq!(text, "strict_affinity: false\nauto_allocate_blocks: true\n");
+    let (ok, text) = ctl.run(&["ipam", "config", "--auto-allocate-blocks", "false"], "");
+    assert!(
+        !ok && text.contains(
+            "/calico/ipam/v2/config: auto_allocate_blocks: cannot be false while \
+             strict_affinity is false"
+        ),
+        "{text}"
+    );
+    let text = ctl.ok(&[
+        "ipam",
+        "config",
+        "--strict-affinity",
+        "true",
+        "--auto-allocate-blocks",
+        "false",
+    ]);
+    assert_eq!(text, "strict_affinity: true\nauto_allocate_blocks: false\n");
+    let stored = ctl.etcdctl(&["get", "/calico/ipam/v2/config", "--print-value-only"]);
+    let stored: serde_json::Value = serde_json::from_slice(&stored.stdout).unwrap();
+    assert_eq!(
+        stored,
+        serde_json::json!({"auto_allocate_blocks": false, "strict_affinity": true})
+    );
+    // A config written by hand that no Calico accepts is reported with key, field and fix,
+    // and does not stop `ipam show`.
+    ctl.etcdctl(&[
+        "put",
+        "/calico/ipam/v2/config",
+        r#"{"auto_allocate_blocks": false, "strict_affinity": false}"#,
+    ]);
+    let (ok, text) = ctl.run(&["ipam", "check"], "");
+    assert!(
+        !ok && text.contains(
+            "invalid: /calico/ipam/v2/config: auto_allocate_blocks: cannot be false while \
+             strict_affinity is false"
+        ) && text.contains("fix: set it again with calicoctl ipam config"),
+        "{text}"
+    );
+    ctl.ok(&["ipam", "show"]);
+    let text = ctl.ok(&["ipam", "config", "--strict-affinity", "true"]);
+    assert_eq!(text, "strict_affinity: true\nauto_allocate_blocks: true\n");
+}

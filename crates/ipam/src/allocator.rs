@@ -78,7 +78,7 @@ impl std::fmt::Debug for Ipam {
 /// One way to make progress on an automatic assignment.
 enum Step {
     /// Assign from an existing block (the host's own, or borrowed).
-    Existing(StoredBlock),
+    Existing(Box<StoredBlock>),
     /// Claim a new block for the host.
     Claim(IpNet),
     /// Nothing is free; the reason says why.
@@ -229,11 +229,17 @@ impl Ipam {
             if !in_pools(&cidr) {
                 continue;
             }
-            if let Some(stored) = self.read_block(&cidr).await?
+            let stored = match self.read_block(&cidr).await {
+                // An unreadable block of the host is skipped (`check` reports it), so the host
+                // still assigns from its other blocks.
+                Err(IpamError::Corrupt { .. }) => continue,
+                read => read?,
+            };
+            if let Some(stored) = stored
                 && stored.value.host() == Some(host)
                 && block::free_count(&stored.value) > 0
             {
-                return Ok(Step::Existing(stored));
+                return Ok(Step::Existing(Box::new(stored)));
             }
         }
         let blocks = self.blocks(version).await?;
@@ -255,7 +261,7 @@ impl Ipam {
             .iter()
             .find(|b| block::strict_refusal(&b.value, host, strict).is_none())
         {
-            return Ok(Step::Existing(stored.clone()));
+            return Ok(Step::Existing(Box::new(stored.clone())));
         }
         Ok(Step::Exhausted(exhausted_reason(
             settings,
@@ -488,7 +494,11 @@ impl Ipam {
         }))
     }
 
-    pub(crate) fn contention(&self, operation: &'static str, what: impl std::fmt::Display) -> IpamError {
+    pub(crate) fn contention(
+        &self,
+        operation: &'static str,
+        what: impl std::fmt::Display,
+    ) -> IpamError {
         IpamError::Contention {
             operation,
             attempts: self.attempts,
@@ -528,10 +538,6 @@ fn exhausted_reason(settings: IpamSettings, with_room: &[StoredBlock], invalid: 
             .to_owned()
     } else if settings.strict_affinity {
         ": every block is claimed and strict affinity forbids borrowing".to_owned()
-    } else if with_room.is_empty() && !settings.auto_allocate_blocks {
-        ": no block has a free address and auto_allocate_blocks is false (no new block); claim \
-         a block for the host (calicoctl ipam block claim)"
-            .to_owned()
     } else if with_room.is_empty() {
         ": every address is assigned".to_owned()
     } else {
@@ -567,7 +573,21 @@ fn free_block(pool: &IpPool, existing: &BTreeSet<IpNet>, host: &str) -> Option<I
     let prefix = block::block_prefix(&pool.cidr);
     let bits = u32::from(prefix - pool.cidr.prefix_len());
     let count: u128 = 1u128.checked_shl(bits).unwrap_or(u128::MAX);
-    let taken = existing.iter().filter(|c| pool.cidr.contains(*c)).count() as u128;
+    // Blocks of another size (a Calico 1.4 /26 in a pool smaller than that, say) block every
+    // candidate they overlap: counting those keeps "one of the first `taken + 1` is free".
+    let overlapping: Vec<IpNet> = existing
+        .iter()
+        .filter(|c| overlap(&pool.cidr, c))
+        .copied()
+        .collect();
+    let taken = overlapping
+        .iter()
+        .map(|c| 1u128.checked_shl(u32::from(prefix.saturating_sub(c.prefix_len()))))
+        .fold(0u128, |sum, n| sum.saturating_add(n.unwrap_or(u128::MAX)));
+    let odd: Vec<IpNet> = overlapping
+        .into_iter()
+        .filter(|c| c.prefix_len() != prefix)
+        .collect();
     if taken >= count {
         return None;
     }
@@ -586,8 +606,13 @@ fn free_block(pool: &IpPool, existing: &BTreeSet<IpNet>, host: &str) -> Option<I
             IpNet::V6(_) => IpAddr::V6(network.into()),
         };
         let cidr = IpNet::new(addr, prefix).expect("valid prefix");
-        (!existing.contains(&cidr)).then_some(cidr)
+        let free = !existing.contains(&cidr) && !odd.iter().any(|c| overlap(c, &cidr));
+        free.then_some(cidr)
     })
+}
+
+fn overlap(a: &IpNet, b: &IpNet) -> bool {
+    a.contains(b) || b.contains(a)
 }
 
 fn fnv(text: &str) -> u64 {
@@ -626,6 +651,21 @@ mod tests {
             assert!(existing.insert(cidr), "{cidr} found twice");
         }
         assert_eq!(free_block(&pool, &existing, "host-b"), None);
+    }
+
+    #[test]
+    fn a_block_of_another_size_blocks_every_candidate_it_overlaps() {
+        // A Calico 1.4 /26 over a /28 pool: nothing is free.
+        let small = pool("10.0.0.0/28");
+        let calico_1_4: BTreeSet<IpNet> = ["10.0.0.0/26".parse().unwrap()].into();
+        assert_eq!(free_block(&small, &calico_1_4, "h"), None);
+        // A /25 over half of a /24 pool: only the other half is offered.
+        let pool = pool("10.0.0.0/24");
+        let half: BTreeSet<IpNet> = ["10.0.0.0/25".parse().unwrap()].into();
+        for host in ["a", "b", "c", "d", "e"] {
+            let cidr = free_block(&pool, &half, host).unwrap();
+            assert!(!overlap(&cidr, &"10.0.0.0/25".parse().unwrap()), "{cidr}");
+        }
     }
 
     #[test]

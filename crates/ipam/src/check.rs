@@ -14,6 +14,7 @@ use ipnet::IpNet;
 use crate::allocator::Ipam;
 use crate::block;
 use crate::error::IpamError;
+use crate::store::InvalidBlock;
 
 /// An assigned address no workload endpoint uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,7 +150,11 @@ impl Ipam {
     /// Reads blocks, handles, affinities and workload endpoints, and audits them.
     pub async fn check(&self) -> Result<Report, IpamError> {
         let blocks = self.all_blocks().await?;
-        let mut invalid = self.invalid_values().await?;
+        let unreadable = self.invalid_blocks().await?;
+        let mut invalid = self.invalid_values(&unreadable).await?;
+        // What the unreadable blocks hold is unknown: their affinities and the handles' counts
+        // in them are left out of the audit (and so out of the repairs).
+        let unreadable: BTreeSet<IpNet> = unreadable.iter().map(|b| b.cidr).collect();
         let store = self.store();
         let mut handles = Vec::new();
         for pair in store
@@ -157,7 +162,10 @@ impl Ipam {
             .await?
         {
             match from_json::<AllocationHandle>(&pair.value) {
-                Ok(handle) => handles.push(handle),
+                Ok(mut handle) => {
+                    handle.block.retain(|cidr, _| !unreadable.contains(cidr));
+                    handles.push(handle);
+                }
                 Err(e) => invalid.push(Invalid {
                     key: pair.key.clone(),
                     reason: e.to_string(),
@@ -170,7 +178,9 @@ impl Ipam {
             .list(&format!("{}/host/", calico_model::key::IPAM_V2))
             .await?
         {
-            if let Ok(Key::BlockAffinity { hostname, cidr }) = Key::parse(&pair.key) {
+            if let Ok(Key::BlockAffinity { hostname, cidr }) = Key::parse(&pair.key)
+                && !unreadable.contains(&cidr)
+            {
                 affinities.push((hostname, cidr));
             }
         }
@@ -192,7 +202,7 @@ impl Ipam {
     }
 
     /// The IPAM config and the blocks that do not read.
-    async fn invalid_values(&self) -> Result<Vec<Invalid>, IpamError> {
+    async fn invalid_values(&self, blocks: &[InvalidBlock]) -> Result<Vec<Invalid>, IpamError> {
         let mut invalid = Vec::new();
         match self.settings().await {
             Ok(_) => {}
@@ -203,10 +213,10 @@ impl Ipam {
             }),
             Err(e) => return Err(e),
         }
-        for block in self.invalid_blocks().await? {
+        for block in blocks {
             invalid.push(Invalid {
-                key: block.key,
-                reason: block.reason,
+                key: block.key.clone(),
+                reason: block.reason.clone(),
                 fix: INVALID_BLOCK_FIX,
             });
         }
@@ -239,10 +249,16 @@ impl Ipam {
     /// Sets each mismatched handle record to what the blocks hold now.
     async fn rewrite_handles(&self, report: &Report) -> Result<usize, IpamError> {
         let blocks = self.all_blocks().await?;
+        let unreadable: BTreeSet<IpNet> = self
+            .invalid_blocks()
+            .await?
+            .iter()
+            .map(|b| b.cidr)
+            .collect();
         let store = self.store();
         let mut rewritten = 0;
         for mismatch in &report.handle_mismatches {
-            let actual: BTreeMap<IpNet, u64> = blocks
+            let mut actual: BTreeMap<IpNet, u64> = blocks
                 .iter()
                 .filter_map(|b| {
                     let count = *block::handle_counts(b).get(&mismatch.handle)?;
@@ -254,6 +270,17 @@ impl Ipam {
             }
             .to_string();
             let current = store.get(&key).await?;
+            // Counts in unreadable blocks are kept as recorded.
+            if let Some(record) = current
+                .as_ref()
+                .and_then(|p| from_json::<AllocationHandle>(&p.value).ok())
+            {
+                let kept = record
+                    .block
+                    .into_iter()
+                    .filter(|(c, _)| unreadable.contains(c));
+                actual.extend(kept);
+            }
             let expect = current
                 .as_ref()
                 .map_or(calico_datastore::Expect::Absent, |p| {

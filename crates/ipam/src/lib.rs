@@ -27,7 +27,7 @@ mod store;
 
 pub use affinity::AffinityOutcome;
 pub use allocator::{AssignRequest, Assigned, DEFAULT_ATTEMPTS, IpAssignment, Ipam};
-pub use config::IpamSettings;
-pub use store::InvalidBlock;
 pub use check::{Fixed, HandleMismatch, Invalid, Leak, Report, audit};
+pub use config::IpamSettings;
 pub use error::IpamError;
+pub use store::InvalidBlock;

@@ -165,7 +165,13 @@ impl Ipam {
     pub async fn all_blocks(&self) -> Result<Vec<AllocationBlock>, IpamError> {
         let mut all = Vec::new();
         for version in [IpVersion::V4, IpVersion::V6] {
-            all.extend(self.blocks(version).await?.valid.into_iter().map(|s| s.value));
+            all.extend(
+                self.blocks(version)
+                    .await?
+                    .valid
+                    .into_iter()
+                    .map(|s| s.value),
+            );
         }
         Ok(all)
     }
@@ -184,10 +190,12 @@ impl Ipam {
         let Some(pair) = self.store().get(&key).await? else {
             return Ok(None);
         };
-        parse_block(&pair).map(Some).map_err(|e| IpamError::Corrupt {
-            key,
-            reason: invalid_reason(&e),
-        })
+        parse_block(&pair)
+            .map(Some)
+            .map_err(|e| IpamError::Corrupt {
+                key,
+                reason: invalid_reason(&e),
+            })
     }
 
     pub(crate) async fn read_handle(
@@ -233,7 +241,10 @@ impl Ipam {
                 reason: invalid.reason.clone(),
             });
         }
-        Ok(blocks.valid.into_iter().find(|b| b.value.cidr.contains(&ip)))
+        Ok(blocks
+            .valid
+            .into_iter()
+            .find(|b| b.value.cidr.contains(&ip)))
     }
 
     /// Writes a block change and the matching change of the handle record (as read) in one

@@ -64,7 +64,9 @@ fn describe_outcome(cidr: IpNet, host: &str, outcome: &AffinityOutcome) -> Strin
         AffinityOutcome::Released => format!(
             "released block {cidr} of host {host}: it keeps its addresses, affine to no host"
         ),
-        AffinityOutcome::Deleted => format!("released block {cidr} of host {host}: deleted (empty)"),
+        AffinityOutcome::Deleted => {
+            format!("released block {cidr} of host {host}: deleted (empty)")
+        }
         AffinityOutcome::StaleKeyRemoved => {
             format!("removed host {host}'s stale affinity key for block {cidr}")
         }
@@ -77,10 +79,12 @@ async fn config(
     args: &IpamConfigArgs,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
-    let mut settings = match (args.strict_affinity, args.auto_allocate_blocks) {
-        (None, None) => ipam.settings().await?,
-        // Setting: start from the stored settings, or the defaults when they do not read.
-        _ => ipam.settings().await.unwrap_or_default(),
+    let setting = args.strict_affinity.is_some() || args.auto_allocate_blocks.is_some();
+    let mut settings = match ipam.settings().await {
+        Ok(settings) => settings,
+        // Setting replaces a stored config that does not read; showing it reports the error.
+        Err(calico_ipam::IpamError::Corrupt { .. }) if setting => IpamSettings::default(),
+        Err(e) => return Err(e.into()),
     };
     if let Some(strict) = args.strict_affinity {
         settings.strict_affinity = strict;
@@ -88,7 +92,7 @@ async fn config(
     if let Some(auto) = args.auto_allocate_blocks {
         settings.auto_allocate_blocks = auto;
     }
-    if args.strict_affinity.is_some() || args.auto_allocate_blocks.is_some() {
+    if setting {
         settings
             .check()
             .map_err(|e| anyhow::anyhow!("/calico/ipam/v2/config: {e}"))?;
@@ -247,7 +251,11 @@ async fn show_ip(ipam: &Ipam, ip: std::net::IpAddr, out: &mut impl Write) -> any
         return Ok(());
     };
     let host = found.host.as_deref().unwrap_or("(none)");
-    let strict = if found.strict_affinity { ", strict affinity" } else { "" };
+    let strict = if found.strict_affinity {
+        ", strict affinity"
+    } else {
+        ""
+    };
     let place = format!("block {} (host {host}{strict})", found.block);
     let Some(attribute) = found.attribute else {
         writeln!(out, "{ip} is not assigned; {place}")?;
