@@ -165,7 +165,8 @@ impl NetConf {
             .transpose()
     }
 
-    /// What `runtimeConfig` asks for (checked against `capabilities`).
+    /// What `runtimeConfig` asks for (checked against `capabilities`; the `calico` plugin also
+    /// refuses capabilities it does not implement, `runtime_config::refuse_unimplemented`).
     fn requested_by_config(&self) -> Result<Requested, CniError> {
         runtime_config::from_config(&self.capabilities, self.runtime_config.as_ref())
     }

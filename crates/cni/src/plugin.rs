@@ -18,15 +18,16 @@ use serde_json::{Value, json};
 use crate::config::NetConf;
 use crate::delegate;
 use crate::ipam_plugin::{connect, ipam_error};
-use crate::plumbing::{self, Attachment, Metrics, Undo};
+use crate::plumbing::{self, Attachment, RoutePlacement, Undo};
 pub use crate::routes::IPV4_GATEWAY;
-use crate::routes::{self, next_metric};
-use crate::runtime_config::{Requested, format_mac};
+use crate::routes::{self, Placement};
+use crate::runtime_config::{self, Requested, format_mac};
 use crate::spec::{CniError, CniResult, Command, Env, Interface, IpConfig, RouteConfig, code};
 use crate::workload::{Workload, handle_id};
 
 /// One call of the plugin; returns what to print.
 pub async fn run(env: &Env, conf: &NetConf, stdin: &[u8]) -> Result<Option<Value>, CniError> {
+    runtime_config::refuse_unimplemented(&conf.capabilities)?;
     let workload = Workload::from_env(env, &conf.nodename())?;
     calico_model::names::validate_profile_id(&conf.name).map_err(|e| {
         CniError::new(
@@ -168,7 +169,7 @@ async fn add_steps(
         netns: env.netns.clone(),
         mtu: conf.mtu,
         mac: requested.mac,
-        metrics: metrics(&env.netns, &addresses)?,
+        routes: placement(&env.netns, &addresses)?,
         addresses,
     };
     let addresses = attachment.addresses.clone();
@@ -251,19 +252,19 @@ fn honoured(conf: &NetConf, requested: &Requested, assigned: &[IpAddr]) -> Resul
     ))
 }
 
-/// The metrics of the new attachment's routes: after every default route already in the
-/// container (`routes::next_metric`), read for the families it will have.
-fn metrics(netns: &str, addresses: &[IpAddr]) -> Result<Metrics, CniError> {
+/// Where the new attachment's routes go: after every default route already in the container
+/// (`routes::placement`), read for the families it will have.
+fn placement(netns: &str, addresses: &[IpAddr]) -> Result<RoutePlacement, CniError> {
     let netns = Netns::at_path(netns);
-    let metric = |family: Family, wanted: bool| -> Result<u32, CniError> {
+    let place = |family: Family, wanted: bool| -> Result<Placement, CniError> {
         if !wanted {
-            return Ok(routes::FIRST_METRIC);
+            return Ok(Placement::FIRST);
         }
-        Ok(next_metric(&routes::read(&netns, family)?))
+        Ok(routes::placement(&routes::read(&netns, family)?))
     };
-    Ok(Metrics {
-        v4: metric(Family::V4, addresses.iter().any(IpAddr::is_ipv4))?,
-        v6: metric(Family::V6, addresses.iter().any(IpAddr::is_ipv6))?,
+    Ok(RoutePlacement {
+        v4: place(Family::V4, addresses.iter().any(IpAddr::is_ipv4))?,
+        v6: place(Family::V6, addresses.iter().any(IpAddr::is_ipv6))?,
     })
 }
 
@@ -344,11 +345,14 @@ async fn del(call: &Call<'_>) -> Result<(), CniError> {
     // Kubernetes reuses a pod's name (and so its endpoint and veth) for the next container:
     // only remove what belongs to this container's addresses.
     let handle = handle_id(&conf.name, &env.container_id, &env.ifname);
+    // Before `.<ifname>` was part of the handle, every interface used the eth0 one.
+    let legacy = handle_id(&conf.name, &env.container_id, "eth0");
     let current = store.get(&key).await.map_err(|e| conf.etcd_error(e))?;
-    let ours = match &current {
-        None => true,
-        Some(pair) => owned_by(&store, &pair.value, &handle).await?,
+    let owner = match &current {
+        None => Ownership::default(),
+        Some(pair) => owned_by(&store, &pair.value, &handle, &legacy).await?,
     };
+    let ours = !owner.newer;
     // IPAM DEL (another process) runs while the interfaces and the endpoint go.
     let ipam = {
         let (plugin, path, stdin) = (ipam_type.to_owned(), env.path.clone(), stdin.to_vec());
@@ -356,9 +360,7 @@ async fn del(call: &Call<'_>) -> Result<(), CniError> {
     };
     let cleaned = async {
         if !env.netns.is_empty() && Path::new(&env.netns).exists() {
-            let netns = Netns::at_path(&env.netns);
-            let container = Netlink::connect(&netns).map_err(kernel)?;
-            container.delete_link(&env.ifname).await.map_err(kernel)?;
+            remove_container_side(&env.netns, &env.ifname).await?;
         }
         if !ours {
             tracing::info!(%key, "the endpoint belongs to a newer container; leaving it");
@@ -382,28 +384,96 @@ async fn del(call: &Call<'_>) -> Result<(), CniError> {
         .map_err(|e| CniError::new(code::IO_FAILURE, format!("the IPAM call failed: {e}")))?;
     cleaned?;
     released?;
+    if ours && !owner.legacy.is_empty() {
+        let freed = Ipam::new(store.clone())
+            .release_ips(&owner.legacy)
+            .await
+            .map_err(ipam_error)?;
+        tracing::info!(?freed, %legacy, "released this interface's addresses of the old handle");
+    }
     Ok(())
 }
 
-/// Whether the endpoint's addresses are this handle's (or it has none).
+/// The container side of an attachment: its source rules (a standby's; they do not go with
+/// the link), then the interface, which takes its addresses and routes along.
+async fn remove_container_side(netns: &str, ifname: &str) -> Result<(), CniError> {
+    let netns = Netns::at_path(netns);
+    let container = Netlink::connect(&netns).map_err(kernel)?;
+    let Some(link) = container.link_by_name(ifname).await.map_err(kernel)? else {
+        return Ok(());
+    };
+    let addresses: Vec<IpAddr> = container
+        .addresses(link.index)
+        .await
+        .map_err(kernel)?
+        .iter()
+        .map(IpNet::addr)
+        .collect();
+    routes::delete_rules_from(&netns, &addresses)?;
+    container.delete_link(ifname).await.map_err(kernel)?;
+    Ok(())
+}
+
+/// Whose an endpoint's addresses are.
+#[derive(Debug, Default)]
+struct Ownership {
+    /// Some address is held by another handle: a newer container of the same workload.
+    newer: bool,
+    /// The addresses held by the legacy handle (an interface other than eth0, added before
+    /// handles named the interface): DEL releases them one by one.
+    legacy: Vec<IpAddr>,
+}
+
+/// Whose the endpoint's addresses are: this handle's (or nobody's), the legacy handle's for an
+/// interface other than eth0, or another container's.
 async fn owned_by(
     store: &std::sync::Arc<dyn Datastore>,
     value: &str,
     handle: &str,
-) -> Result<bool, CniError> {
+    legacy: &str,
+) -> Result<Ownership, CniError> {
+    let mut owner = Ownership::default();
     let Ok(endpoint) = from_json::<WorkloadEndpoint>(value) else {
-        return Ok(true);
+        return Ok(owner);
     };
     let ipam = Ipam::new(store.clone());
     for net in endpoint.ipv4_nets.iter().chain(&endpoint.ipv6_nets) {
         let holder = ipam.ip_info(net.addr()).await.map_err(ipam_error)?;
-        if holder.and_then(|a| a.primary).is_some_and(|h| h != handle) {
-            return Ok(false);
+        match holder.and_then(|a| a.primary) {
+            Some(h) if h == handle => {}
+            Some(h) if h == legacy && handle != legacy => owner.legacy.push(net.addr()),
+            Some(_) => owner.newer = true,
+            None => {}
         }
     }
-    Ok(true)
+    Ok(owner)
 }
 
 pub(crate) fn kernel(error: calico_linux::NetlinkError) -> CniError {
     CniError::new(code::KERNEL, error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_addresses_the_ipam_plugin_did_not_honour_fail_the_add() {
+        let conf =
+            NetConf::parse(br#"{"name": "n", "ipam": {"type": "host-local"}}"#).expect("config");
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let asked = Requested {
+            ips: vec![ip("10.0.0.5"), ip("fd00::5")],
+            mac: None,
+        };
+        assert!(honoured(&conf, &asked, &[ip("fd00::5"), ip("10.0.0.5")]).is_ok());
+        assert!(honoured(&conf, &Requested::default(), &[ip("10.0.0.9")]).is_ok());
+        let e = honoured(&conf, &asked, &[ip("10.0.0.9")]).unwrap_err();
+        assert_eq!(e.code, code::IPAM);
+        assert_eq!(
+            e.msg,
+            "IPAM plugin host-local assigned 10.0.0.9 but the runtime asked for 10.0.0.5,fd00::5 \
+             (runtimeConfig.ips or CNI_ARGS IP=): it does not take static addresses"
+        );
+    }
 }

@@ -1,0 +1,305 @@
+//! The executor of a [`PlumbPlan`]: runs its steps against the kernel in order and undoes
+//! what it did when one fails.
+
+use std::net::{IpAddr, Ipv6Addr};
+use std::time::Duration;
+
+use calico_linux::{Link, Netlink, Netns, set_sysctl};
+
+use super::{Gateway, PlannedRoute, PlumbPlan, Side, Step, Undo};
+use crate::routes::{self, ContainerRoute, SourceRule};
+use crate::runtime_config::format_mac;
+use crate::spec::{CniError, code};
+
+/// What a plan made: both ends, and the undo of all of it (for a later failure of ADD).
+#[derive(Debug)]
+pub struct Plumbed {
+    pub host: Link,
+    pub container: Link,
+    pub undo: Vec<Undo>,
+}
+
+/// Runs a plan in order. When a step fails, the undo of the steps already done runs in
+/// reverse order (best effort, logged) and the step's error is returned.
+pub async fn execute(plan: &PlumbPlan) -> Result<Plumbed, CniError> {
+    let mut kernel = Kernel::connect(plan)?;
+    let mut done: Vec<Undo> = Vec::new();
+    for planned in &plan.steps {
+        let mut outcome = kernel.apply(&planned.step).await;
+        if outcome.is_ok() {
+            // Done once its effect has landed, even if looking at the result fails.
+            done.extend(planned.undo.clone());
+            outcome = kernel.settle(&planned.step).await;
+        }
+        if let Err(error) = outcome {
+            tracing::warn!("plugging {} in failed, undoing it: {error}", plan.host);
+            undo(&done.iter().rev().cloned().collect::<Vec<_>>()).await;
+            return Err(error);
+        }
+    }
+    match (kernel.host_link, kernel.container_link) {
+        (Some(host), Some((_, container))) => Ok(Plumbed {
+            host,
+            container,
+            undo: done.into_iter().rev().collect(),
+        }),
+        _ => {
+            undo(&done.iter().rev().cloned().collect::<Vec<_>>()).await;
+            Err(CniError::new(
+                code::KERNEL,
+                format!("the plan for {} creates no veth", plan.host),
+            ))
+        }
+    }
+}
+
+/// Runs an undo list in its order, best effort: failures are logged.
+pub async fn undo(list: &[Undo]) {
+    for item in list {
+        match item {
+            Undo::DeleteLink { host } => {
+                let removed = async {
+                    let netlink = Netlink::connect(&Netns::current())?;
+                    netlink.delete_link(host).await
+                };
+                if let Err(e) = removed.await {
+                    tracing::error!("undo: cannot delete {host}: {e}");
+                }
+            }
+            Undo::DeleteSourceRules { netns, rules } => {
+                delete_rules(&Netns::at_path(netns), rules);
+            }
+        }
+    }
+}
+
+/// Deletes source rules, best effort: failures are logged.
+fn delete_rules(netns: &Netns, rules: &[SourceRule]) {
+    for rule in rules {
+        if let Err(e) = routes::delete_rule(netns, rule) {
+            tracing::error!("undo: cannot delete the rule {rule}: {e}");
+        }
+    }
+}
+
+/// The kernel as the executor sees it: the host connection, and both ends once they exist.
+struct Kernel<'a> {
+    plan: &'a PlumbPlan,
+    here: Netns,
+    netns: Netns,
+    host: Netlink,
+    host_link: Option<Link>,
+    container_link: Option<(Netlink, Link)>,
+}
+
+impl<'a> Kernel<'a> {
+    fn connect(plan: &'a PlumbPlan) -> Result<Kernel<'a>, CniError> {
+        let here = Netns::current();
+        let host = Netlink::connect(&here).map_err(kernel)?;
+        Ok(Kernel {
+            plan,
+            here,
+            netns: Netns::at_path(&plan.netns),
+            host,
+            host_link: None,
+            container_link: None,
+        })
+    }
+
+    fn host_link(&self) -> Result<&Link, CniError> {
+        self.host_link.as_ref().ok_or_else(|| {
+            CniError::new(
+                code::KERNEL,
+                format!("{}: the plan uses it before creating it", self.plan.host),
+            )
+        })
+    }
+
+    /// The container side, looked up (once) before the first step that acts on it.
+    async fn container(&mut self) -> Result<(&Netlink, &Link), CniError> {
+        if self.container_link.is_none() {
+            let container = Netlink::connect(&self.netns).map_err(kernel)?;
+            let link = container
+                .link_by_name(&self.plan.container)
+                .await
+                .map_err(kernel)?
+                .ok_or_else(|| {
+                    CniError::new(
+                        code::KERNEL,
+                        format!(
+                            "{} did not appear in {}",
+                            self.plan.container, self.plan.netns
+                        ),
+                    )
+                })?;
+            self.container_link = Some((container, link));
+        }
+        let (netlink, link) = self.container_link.as_ref().expect("looked up above");
+        Ok((netlink, link))
+    }
+
+    /// The step's effect.
+    async fn apply(&mut self, step: &Step) -> Result<(), CniError> {
+        if step.in_container() {
+            self.container().await?;
+        }
+        match step {
+            Step::RemoveStaleVeth { host } => {
+                if self.host.delete_link(host).await.map_err(kernel)? {
+                    tracing::info!(
+                        veth = %host,
+                        "removed a veth left by an earlier container of this workload"
+                    );
+                }
+            }
+            Step::CreateVeth {
+                host,
+                container,
+                netns,
+            } => {
+                self.host
+                    .add_veth(host, container, &Netns::at_path(netns))
+                    .await
+                    .map_err(kernel)?;
+            }
+            Step::SetSysctl { side, path, value } => {
+                let netns = match side {
+                    Side::Host => &self.here,
+                    Side::Container => &self.netns,
+                };
+                set_sysctl(netns, path, value)
+                    .map_err(|e| CniError::new(code::KERNEL, e.to_string()))?;
+            }
+            Step::SetUp { side: Side::Host } => {
+                let index = self.host_link()?.index;
+                self.host.set_up(index).await.map_err(kernel)?;
+            }
+            Step::SetUp {
+                side: Side::Container,
+            } => {
+                let (container, link) = self.container().await?;
+                container.set_up(link.index).await.map_err(kernel)?;
+            }
+            Step::SetMtu { mtu } => {
+                let index = self.host_link()?.index;
+                self.host.set_mtu(index, *mtu).await.map_err(kernel)?;
+                let (container, link) = self.container().await?;
+                container.set_mtu(link.index, *mtu).await.map_err(kernel)?;
+            }
+            Step::AddAddress { address } => {
+                let (container, link) = self.container().await?;
+                container
+                    .add_address(link.index, *address)
+                    .await
+                    .map_err(kernel)?;
+            }
+            Step::SetMac { mac } => {
+                let text = format_mac(*mac);
+                let dev = self.plan.container.as_str();
+                self.netns
+                    .run("ip", &["link", "set", "dev", dev, "address", &text], "")
+                    .map_err(|e| CniError::new(code::KERNEL, e.to_string()))?;
+            }
+            Step::AddRoutes {
+                family,
+                routes,
+                rules,
+            } => {
+                let mut resolved = Vec::new();
+                for planned in routes {
+                    resolved.push(self.resolve(planned).await?);
+                }
+                let text = routes::batch(&resolved, rules);
+                if let Err(e) = routes::apply_batch(&self.netns, *family, &text) {
+                    // `ip -batch` stops at the failing line: what came before stays, and the
+                    // rules among it do not go with the link.
+                    delete_rules(&self.netns, rules);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A planned route with its gateway known.
+    async fn resolve(&mut self, planned: &PlannedRoute) -> Result<ContainerRoute, CniError> {
+        let gateway = match planned.gateway {
+            Gateway::OnLink => None,
+            Gateway::Via(ip) => Some(ip),
+            Gateway::HostLinkLocal => Some(IpAddr::V6(
+                host_link_local(&self.host, self.host_link()?).await?,
+            )),
+        };
+        Ok(ContainerRoute {
+            destination: planned.destination,
+            gateway,
+            dev: self.plan.container.clone(),
+            metric: planned.metric,
+            table: planned.table,
+        })
+    }
+
+    /// What the executor learns once a step is done: the host side after its creation, the
+    /// container side's new MAC.
+    async fn settle(&mut self, step: &Step) -> Result<(), CniError> {
+        if let (Step::SetMac { mac }, Some((_, link))) = (step, &mut self.container_link) {
+            link.mac = Some(*mac);
+        }
+        if let Step::CreateVeth { host, .. } = step {
+            let link = self
+                .host
+                .link_by_name(host)
+                .await
+                .map_err(kernel)?
+                .ok_or_else(|| {
+                    CniError::new(code::KERNEL, format!("{host} vanished after creation"))
+                })?;
+            self.host_link = Some(link);
+        }
+        Ok(())
+    }
+}
+
+/// The host side's link-local address: the IPv6 gateway of the workload. The kernel adds it
+/// when the link comes up; until then (or if addresses are generated otherwise) it is derived
+/// from the MAC as the kernel does by default (EUI-64).
+pub(crate) async fn host_link_local(host: &Netlink, link: &Link) -> Result<Ipv6Addr, CniError> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let addresses = host.addresses(link.index).await.map_err(kernel)?;
+        let found = addresses.iter().find_map(|a| match a.addr() {
+            IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80 => Some(v6),
+            _ => None,
+        });
+        if let Some(v6) = found {
+            return Ok(v6);
+        }
+        if std::time::Instant::now() > deadline {
+            return link.mac.map(eui64_link_local).ok_or_else(|| {
+                CniError::new(
+                    code::KERNEL,
+                    format!("{} has no link-local address", link.name),
+                )
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+pub(crate) fn eui64_link_local(mac: [u8; 6]) -> Ipv6Addr {
+    let [a, b, c, d, e, f] = mac;
+    Ipv6Addr::new(
+        0xfe80,
+        0,
+        0,
+        0,
+        u16::from_be_bytes([a ^ 0x02, b]),
+        u16::from_be_bytes([c, 0xff]),
+        u16::from_be_bytes([0xfe, d]),
+        u16::from_be_bytes([e, f]),
+    )
+}
+
+fn kernel(error: calico_linux::NetlinkError) -> CniError {
+    CniError::new(code::KERNEL, error.to_string())
+}
