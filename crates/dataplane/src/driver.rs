@@ -1,21 +1,27 @@
 //! Applying the desired state to a kernel: IP sets, the filter, nat and raw tables, and the
 //! jumps from the kernel chains, for IPv4 and IPv6.
 //!
-//! - [`Dataplane::sync`] (start-up, and the periodic repair) makes everything Calico owns match
+//! - [`Dataplane::sync`] (start-up, and after a failure) makes everything Calico owns match
 //!   the state exactly: it reloads every set and chain atomically per table, with no flush of
 //!   the kernel chains and no moment without policy, deletes `cali-` chains and `cali4-`/`cali6-`
 //!   sets nothing needs, and puts the kernel chains' jumps back if someone removed them.
 //! - [`Dataplane::apply`] applies one batch of the calculator's changes: only the sets and chains
 //!   they touch.
+//! - [`Dataplane::reader`] and [`Dataplane::repair_drift`] (the periodic check): the kernel is
+//!   read on another thread, then only the chains and sets that drifted are rewritten (see
+//!   [`crate::drift`]), so the check never holds up an update for the time a full reload takes.
 //!
 //! Order matters for the kernel: sets are created before the rules that use them, and removed
 //! only after those rules are gone.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use calico_calc::{Changes, DesiredState};
 use calico_linux::{CommandError, Family, FirewallTables, IpSets, Ipset, Iptables, Netns};
 
+use crate::drift::{
+    KernelReader, KernelSnapshot, Ledger, TABLES, normal_member, parse_saved_chains,
+};
 use crate::render::config::RenderConfig;
 use crate::render::{
     FilterTable, IpVersion, all_pools_set, ipset_name, kernel_jumps, masquerade_pools_set,
@@ -31,11 +37,41 @@ pub struct Repairs {
     pub stale_chains: Vec<String>,
     /// Calico sets nothing needs, destroyed.
     pub stale_sets: Vec<String>,
+    /// Chains whose rules someone changed (or removed), rewritten: `V4 filter cali-…`.
+    pub drifted_chains: Vec<String>,
+    /// Sets whose members someone changed (or that went), rebuilt.
+    pub drifted_sets: Vec<String>,
 }
 
 impl Repairs {
     pub fn is_empty(&self) -> bool {
-        self.jumps.is_empty() && self.stale_chains.is_empty() && self.stale_sets.is_empty()
+        *self == Repairs::default()
+    }
+}
+
+/// The kernel's firewall and what this dataplane wrote to it.
+#[derive(Debug)]
+struct Kernel {
+    iptables: Box<dyn FirewallTables>,
+    ipset: Box<dyn IpSets>,
+    ledger: Ledger,
+}
+
+impl Kernel {
+    fn restore_tables(&mut self, family: Family, text: &str) -> Result<(), CommandError> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        self.ledger.tables_written(family, text);
+        self.iptables.restore(family, text)
+    }
+
+    fn restore_sets(&mut self, text: &str) -> Result<(), CommandError> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        self.ledger.sets_written(text);
+        self.ipset.restore(text)
     }
 }
 
@@ -50,8 +86,7 @@ struct Plane {
 /// The dataplane of one network namespace.
 #[derive(Debug)]
 pub struct Dataplane {
-    iptables: Box<dyn FirewallTables>,
-    ipset: Box<dyn IpSets>,
+    kernel: Kernel,
     config: RenderConfig,
     planes: [Plane; 2],
 }
@@ -79,8 +114,11 @@ impl Dataplane {
             filter: FilterTable::new(config.clone(), version),
         };
         Dataplane {
-            iptables,
-            ipset,
+            kernel: Kernel {
+                iptables,
+                ipset,
+                ledger: Ledger::default(),
+            },
             planes: [
                 plane(Family::V4, IpVersion::V4),
                 plane(Family::V6, IpVersion::V6),
@@ -95,8 +133,9 @@ impl Dataplane {
         let mut repairs = Repairs::default();
         for plane in &mut self.planes {
             let (family, version) = (plane.family, plane.version);
-            self.ipset.restore(&render_ipsets(state, version))?;
-            self.ipset.restore(&render_pool_ipsets(state, version))?;
+            self.kernel.restore_sets(&render_ipsets(state, version))?;
+            self.kernel
+                .restore_sets(&render_pool_ipsets(state, version))?;
             let filter = plane.filter.render_all(state);
             let tables = [
                 ("filter", filter),
@@ -104,16 +143,20 @@ impl Dataplane {
                 ("raw", render_raw(state, &self.config, version)),
             ];
             for (table, text) in tables {
-                self.iptables.restore(family, &text)?;
+                self.kernel.restore_tables(family, &text)?;
                 repairs.stale_chains.extend(delete_undeclared(
-                    self.iptables.as_ref(),
+                    &mut self.kernel,
                     family,
                     table,
                     &text,
                 )?);
             }
             for (table, chain, target) in kernel_jumps() {
-                if self.iptables.ensure_jump(family, table, chain, target)? {
+                if self
+                    .kernel
+                    .iptables
+                    .ensure_jump(family, table, chain, target)?
+                {
                     repairs
                         .jumps
                         .push(format!("{family:?} {table} {chain} -> {target}"));
@@ -132,30 +175,30 @@ impl Dataplane {
             .map(String::as_str)
             .partition(|id| state.ipsets.contains_key(*id));
         let raw_touched = !changes.endpoints.is_empty() || !changes.policies.is_empty();
+        let kernel = &mut self.kernel;
         for plane in &mut self.planes {
             let (family, version) = (plane.family, plane.version);
-            self.ipset.restore(&render_ipset_updates(
+            kernel.restore_sets(&render_ipset_updates(
                 state,
                 version,
                 present.iter().copied(),
             ))?;
             if changes.pools {
-                self.ipset.restore(&render_pool_ipsets(state, version))?;
+                kernel.restore_sets(&render_pool_ipsets(state, version))?;
             }
-            self.iptables
-                .restore(family, &plane.filter.render_changes(state, changes))?;
+            kernel.restore_tables(family, &plane.filter.render_changes(state, changes))?;
             if raw_touched {
                 let raw = render_raw(state, &self.config, version);
-                self.iptables.restore(family, &raw)?;
-                delete_undeclared(self.iptables.as_ref(), family, "raw", &raw)?;
+                kernel.restore_tables(family, &raw)?;
+                delete_undeclared(kernel, family, "raw", &raw)?;
             }
             // The nat table holds the endpoints' NAT mappings: rendered whole, like raw.
             if !changes.endpoints.is_empty() {
                 let nat = render_nat(state, &self.config, version);
-                self.iptables.restore(family, &nat)?;
-                delete_undeclared(self.iptables.as_ref(), family, "nat", &nat)?;
+                kernel.restore_tables(family, &nat)?;
+                delete_undeclared(kernel, family, "nat", &nat)?;
             }
-            self.ipset.restore(&render_ipset_updates(
+            kernel.restore_sets(&render_ipset_updates(
                 state,
                 version,
                 removed.iter().copied(),
@@ -164,30 +207,181 @@ impl Dataplane {
         Ok(())
     }
 
-    /// Destroys `cali4-`/`cali6-` sets the state does not have (rules using them are gone).
-    fn destroy_unneeded_sets(&self, state: &DesiredState) -> Result<Vec<String>, CommandError> {
-        let mut wanted = BTreeSet::new();
-        for version in [IpVersion::V4, IpVersion::V6] {
-            wanted.extend(state.ipsets.keys().map(|id| ipset_name(version, id)));
-            wanted.insert(all_pools_set(version));
-            wanted.insert(masquerade_pools_set(version));
+    /// A reader of the kernel's current firewall, to run on another thread; its snapshot goes
+    /// to [`Dataplane::repair_drift`].
+    pub fn reader(&self) -> KernelReader {
+        KernelReader {
+            tables: self.kernel.iptables.handle(),
+            sets: self.kernel.ipset.handle(),
+            generation: self.kernel.ledger.generation(),
         }
+    }
+
+    /// Rewrites what drifted since the snapshot's chains and sets were last known good: sets
+    /// first (rules may use them), then chains (and `cali-` chains nothing needs go), the
+    /// kernel chains' jumps, and last the sets nothing needs. What was written after the read
+    /// began is left to the next check. Must follow at least one [`Dataplane::sync`].
+    pub fn repair_drift(
+        &mut self,
+        snapshot: &KernelSnapshot,
+        state: &DesiredState,
+    ) -> Result<Repairs, CommandError> {
+        let mut repairs = Repairs::default();
+        let sets = self.kernel.ledger.set_drift(snapshot, &desired_sets(state));
+        for version in [IpVersion::V4, IpVersion::V6] {
+            let prefix = ipset_name(version, "");
+            let ids = state
+                .ipsets
+                .keys()
+                .filter(|id| sets.drifted.contains(&format!("{prefix}{id}")));
+            self.kernel.restore_sets(&render_ipset_updates(
+                state,
+                version,
+                ids.map(String::as_str),
+            ))?;
+            let pools = [all_pools_set(version), masquerade_pools_set(version)];
+            if pools.iter().any(|p| sets.drifted.contains(p)) {
+                self.kernel
+                    .restore_sets(&render_pool_ipsets(state, version))?;
+            }
+        }
+        repairs.drifted_sets = sets.drifted;
+        for plane in &self.planes {
+            let (family, version) = (plane.family, plane.version);
+            for table in TABLES {
+                let rendered = match table {
+                    "filter" => None,
+                    "nat" => Some(render_nat(state, &self.config, version)),
+                    _ => Some(render_raw(state, &self.config, version)),
+                };
+                let parsed = rendered.as_deref().map(parse_saved_chains);
+                let chains: BTreeMap<&str, &[String]> = match &parsed {
+                    None => plane.filter.chains(),
+                    Some(parsed) => parsed
+                        .iter()
+                        .map(|(name, rules)| (name.as_str(), rules.as_slice()))
+                        .collect(),
+                };
+                let names: BTreeSet<&str> = chains.keys().copied().collect();
+                let drift = self
+                    .kernel
+                    .ledger
+                    .table_drift(snapshot, family, table, &names);
+                let rewrite: Vec<(&str, &[String])> = drift
+                    .drifted
+                    .iter()
+                    .map(|name| (name.as_str(), chains[name.as_str()]))
+                    .collect();
+                let script = restore_script(table, &rewrite, &drift.stale);
+                self.kernel.restore_tables(family, &script)?;
+                let named = |name: &String| format!("{family:?} {table} {name}");
+                repairs
+                    .drifted_chains
+                    .extend(drift.drifted.iter().map(named));
+                repairs.stale_chains.extend(drift.stale);
+            }
+            for (table, chain, target) in kernel_jumps() {
+                let jump = format!("-j {target}");
+                let rules = snapshot.rules(family, table, chain).unwrap_or_default();
+                if !rules.contains(&jump)
+                    && self
+                        .kernel
+                        .iptables
+                        .ensure_jump(family, table, chain, target)?
+                {
+                    repairs
+                        .jumps
+                        .push(format!("{family:?} {table} {chain} -> {target}"));
+                }
+            }
+        }
+        let script: String = sets
+            .stale
+            .iter()
+            .map(|n| format!("destroy {n}\n"))
+            .collect();
+        self.kernel.restore_sets(&script)?;
+        repairs.stale_sets = sets.stale;
+        Ok(repairs)
+    }
+
+    /// Destroys `cali4-`/`cali6-` sets the state does not have (rules using them are gone).
+    fn destroy_unneeded_sets(&mut self, state: &DesiredState) -> Result<Vec<String>, CommandError> {
+        let wanted = desired_sets(state);
         let stale: Vec<String> = self
+            .kernel
             .ipset
             .names()?
             .into_iter()
-            .filter(|n| (n.starts_with("cali4") || n.starts_with("cali6")) && !wanted.contains(n))
+            .filter(|n| {
+                (n.starts_with("cali4") || n.starts_with("cali6")) && !wanted.contains_key(n)
+            })
             .collect();
         let script: String = stale.iter().map(|n| format!("destroy {n}\n")).collect();
-        self.ipset.restore(&script)?;
+        self.kernel.restore_sets(&script)?;
         Ok(stale)
     }
+}
+
+/// Every set the state needs, for both IP versions, with its members in one spelling.
+fn desired_sets(state: &DesiredState) -> BTreeMap<String, BTreeSet<String>> {
+    let mut sets = BTreeMap::new();
+    for version in [IpVersion::V4, IpVersion::V6] {
+        for (id, set) in &state.ipsets {
+            let members = set
+                .members
+                .iter()
+                .filter(|a| IpVersion::of_addr(a) == version)
+                .map(|a| normal_member(&a.to_string()))
+                .collect();
+            sets.insert(ipset_name(version, id), members);
+        }
+        let pools = [
+            (all_pools_set(version), &state.pools),
+            (masquerade_pools_set(version), &state.masquerade_pools),
+        ];
+        for (name, cidrs) in pools {
+            let members = cidrs
+                .iter()
+                .filter(|c| IpVersion::of_addr(&c.addr()) == version)
+                .map(|c| normal_member(&c.to_string()))
+                .collect();
+            sets.insert(name, members);
+        }
+    }
+    sets
+}
+
+/// Restore input that declares (flushes) and refills `chains`, then deletes `removed`
+/// (declared first, so they are empty, and deleted last, once nothing refers to them).
+fn restore_script(table: &str, chains: &[(&str, &[String])], removed: &[String]) -> String {
+    if chains.is_empty() && removed.is_empty() {
+        return String::new();
+    }
+    let mut script = format!("*{table}\n");
+    for name in chains
+        .iter()
+        .map(|(name, _)| *name)
+        .chain(removed.iter().map(String::as_str))
+    {
+        script.push_str(&format!(":{name} - [0:0]\n"));
+    }
+    for (name, rules) in chains {
+        for rule in *rules {
+            script.push_str(&format!("-A {name} {rule}\n"));
+        }
+    }
+    for name in removed {
+        script.push_str(&format!("-X {name}\n"));
+    }
+    script.push_str("COMMIT\n");
+    script
 }
 
 /// Deletes the `cali-` chains of `table` that `text` (the table's whole restore input) does
 /// not declare: they are left from an earlier state, and nothing refers to them any more.
 fn delete_undeclared(
-    iptables: &dyn FirewallTables,
+    kernel: &mut Kernel,
     family: Family,
     table: &str,
     text: &str,
@@ -197,21 +391,12 @@ fn delete_undeclared(
         .filter_map(|l| l.strip_prefix(':'))
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    let stale: Vec<String> = iptables
+    let stale: Vec<String> = kernel
+        .iptables
         .chains(family, table, "cali-")?
         .into_iter()
         .filter(|c| !declared.contains(c.as_str()))
         .collect();
-    if !stale.is_empty() {
-        let mut script = format!("*{table}\n");
-        for chain in &stale {
-            script.push_str(&format!(":{chain} - [0:0]\n"));
-        }
-        for chain in &stale {
-            script.push_str(&format!("-X {chain}\n"));
-        }
-        script.push_str("COMMIT\n");
-        iptables.restore(family, &script)?;
-    }
+    kernel.restore_tables(family, &restore_script(table, &[], &stale))?;
     Ok(stale)
 }

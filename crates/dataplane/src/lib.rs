@@ -2,12 +2,14 @@
 //! calculator's [`DesiredState`](calico_calc::DesiredState) to the text `iptables-restore` and
 //! `ipset restore` read; the [`Dataplane`] applies them to a kernel through `calico-linux`.
 
+pub mod drift;
 pub mod driver;
 pub mod ipip;
 pub mod render;
 pub mod routing;
 pub mod vxlan;
 
+pub use drift::{KernelReader, KernelSnapshot};
 pub use driver::{Dataplane, Repairs};
 pub use ipip::{Ipip, IpipChanges, IpipPlan};
 pub use render::config::{DropAction, EndpointToHostAction, MarkBits, RenderConfig};

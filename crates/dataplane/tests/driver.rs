@@ -141,6 +141,42 @@ fn sync_apply_and_repair() {
     assert!(dataplane.sync(calc.state()).unwrap().is_empty());
 }
 
+/// The periodic check against a real kernel, whose `iptables-save` gives rules back in its
+/// own normal form: checks with nothing changed find nothing (and write nothing), and one after
+/// someone edits a chain, removes a jump and empties a set repairs exactly that.
+#[test]
+fn drift_check_on_a_real_kernel() {
+    let calc = calculator();
+    let ns = NetNs::new("calico-drift");
+    let mut dataplane = Dataplane::new(Netns::named(ns.name()), RenderConfig::default());
+    dataplane.sync(calc.state()).unwrap();
+    let synced = snapshot(&ns);
+    for _ in 0..2 {
+        let read = dataplane.reader().read().unwrap();
+        let repairs = dataplane.repair_drift(&read, calc.state()).unwrap();
+        assert!(repairs.is_empty(), "{repairs:?}");
+    }
+    ns.run_ok(
+        "iptables",
+        &["-I", "cali-wi-calidb", "1", "-j", "ACCEPT"],
+        "",
+    );
+    ns.run_ok("iptables", &["-D", "FORWARD", "-j", "cali-FORWARD"], "");
+    let db_set = synced
+        .lines()
+        .find_map(|l| l.strip_prefix("set ").filter(|l| l.contains("10.0.0.2")))
+        .and_then(|l| l.split(':').next())
+        .expect("a set holding the db endpoint")
+        .to_owned();
+    ns.run_ok("ipset", &["flush", &db_set], "");
+    let read = dataplane.reader().read().unwrap();
+    let repairs = dataplane.repair_drift(&read, calc.state()).unwrap();
+    assert_eq!(repairs.drifted_chains, ["V4 filter cali-wi-calidb"]);
+    assert_eq!(repairs.jumps, ["V4 filter FORWARD -> cali-FORWARD"]);
+    assert_eq!(repairs.drifted_sets, [db_set]);
+    assert_eq!(snapshot(&ns), synced);
+}
+
 /// The nat table's metadata path follows the configuration across restarts: a Felix started
 /// with `MetadataAddr=None` after one with the default leaves no DNAT and no metadata rule
 /// (the chain stays, empty, with its jump), exactly as a fresh sync; a stale nat chain goes.
@@ -280,6 +316,64 @@ fn in_memory_failed_batch_then_full_sync() {
     in_memory(&fresh).sync(calc.state()).unwrap();
     assert_eq!(kernel.dump(), fresh.dump());
     assert!(!fresh.dump().contains("calidb"));
+}
+
+/// The periodic check: the kernel is read (as on Felix's reader thread), the first check only
+/// learns the kernel's normal form, and a later one rewrites exactly what someone changed —
+/// an edited chain, a removed jump, an emptied set — removes what nothing needs, and leaves the
+/// kernel as a fresh sync would.
+#[test]
+fn in_memory_drift_check_rewrites_only_what_drifted() {
+    let calc = calculator();
+    let kernel = FakeKernel::new();
+    let mut dataplane = in_memory(&kernel);
+    dataplane.sync(calc.state()).unwrap();
+    let synced = kernel.dump();
+    let snapshot = dataplane.reader().read().unwrap();
+    assert!(
+        dataplane
+            .repair_drift(&snapshot, calc.state())
+            .unwrap()
+            .is_empty()
+    );
+    let snapshot = dataplane.reader().read().unwrap();
+    kernel.clear_log();
+    assert!(
+        dataplane
+            .repair_drift(&snapshot, calc.state())
+            .unwrap()
+            .is_empty()
+    );
+    assert!(kernel.log().is_empty(), "no drift: nothing written");
+
+    let set = synced
+        .lines()
+        .find_map(|l| l.strip_prefix("set ").filter(|l| l.contains("10.0.0.2")))
+        .and_then(|l| l.split(':').next())
+        .expect("a set holding the db endpoint")
+        .to_owned();
+    let drift = "*filter\n-I cali-wi-calidb 1 -j ACCEPT\n-D FORWARD -j cali-FORWARD\n\
+                 :cali-leftover - [0:0]\nCOMMIT\n";
+    FirewallTables::restore(&kernel, Family::V4, drift).unwrap();
+    IpSets::restore(
+        &kernel,
+        &format!("flush {set}\ncreate cali4-leftover hash:ip\n"),
+    )
+    .unwrap();
+    let snapshot = dataplane.reader().read().unwrap();
+    kernel.clear_log();
+    let repairs = dataplane.repair_drift(&snapshot, calc.state()).unwrap();
+    assert_eq!(repairs.drifted_chains, ["V4 filter cali-wi-calidb"]);
+    assert_eq!(repairs.jumps, ["V4 filter FORWARD -> cali-FORWARD"]);
+    assert_eq!(repairs.stale_chains, ["cali-leftover"]);
+    assert_eq!(repairs.drifted_sets, [set]);
+    assert_eq!(repairs.stale_sets, ["cali4-leftover"]);
+    assert_eq!(kernel.dump(), synced);
+    let written: String = kernel.log().into_iter().map(|(_, input)| input).collect();
+    assert!(
+        !written.contains("cali-wi-caliweb"),
+        "only what drifted is rewritten: {written}"
+    );
 }
 
 fn in_memory(kernel: &FakeKernel) -> Dataplane {

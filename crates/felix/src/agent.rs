@@ -6,7 +6,8 @@
 //!  etcd watch /calico/v1/ ─────► handle() ──► Calculator, Encapsulation; marks Stale::config
 //!  etcd watch /calico/bgp/v1/host/ ─► host_event() ──► Encapsulation (hosts' addresses)
 //!  link and address events ────► interface_event() ──► marks Stale::routes, Stale::interfaces
-//!  timers: refresh ─► repair()   route refresh ─► Stale::routes   heartbeat ─► retry
+//!  timers: refresh ─► drift check: kernel read on a blocking thread ─► repair_drift()
+//!          route refresh ─► Stale::routes   heartbeat ─► retry
 //!          report ─► status key with a TTL
 //!                          │ after each batch: program()
 //!                          ▼
@@ -26,11 +27,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use calico_calc::{Calculator, EndpointKey};
+use calico_dataplane::KernelSnapshot;
 use calico_dataplane::{Dataplane, Ipip, Routing, Vxlan};
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore, WatchEvent};
-use calico_linux::{LinkEvent, LinkEvents, Netlink, Netns};
+use calico_linux::{CommandError, LinkEvent, LinkEvents, Netlink, Netns};
 use calico_model::Key;
 use tokio::net::TcpListener;
+use tokio::task::{JoinError, JoinHandle};
 use tokio::time::{MissedTickBehavior, interval, sleep, timeout};
 
 use crate::config::{Bootstrap, Config, Inputs, unknown_names};
@@ -196,6 +199,7 @@ pub async fn run(
     let mut report = ticker(config.reporting_interval);
     let mut heartbeat = ticker(HEARTBEAT);
     let mut first_report = true;
+    let mut drift_read: Option<JoinHandle<Result<KernelSnapshot, CommandError>>> = None;
     loop {
         tokio::select! {
             event = watch.next() => {
@@ -257,7 +261,20 @@ pub async fn run(
                     felix.program().await;
                 }
             }
-            _ = refresh.tick() => felix.repair().await,
+            _ = refresh.tick() => {
+                // The drift check reads the kernel on a blocking thread; updates go on.
+                if drift_read.is_none()
+                    && let Some(reader) = felix.firewall.reader()
+                {
+                    drift_read = Some(tokio::task::spawn_blocking(move || reader.read()));
+                }
+            }
+            read = async { drift_read.as_mut().expect("guarded by the condition").await },
+                if drift_read.is_some() =>
+            {
+                drift_read = None;
+                felix.repair_drift(read).await;
+            }
             _ = route_refresh.tick() => {
                 felix.stale.routes = true;
                 felix.encap.refresh();
@@ -539,7 +556,11 @@ impl Felix<'_> {
         if !changes.endpoints.is_empty() {
             self.stale.routes = true;
         }
-        match self.firewall.program(self.calc.state(), &changes) {
+        // iptables-restore and ipset block: tell the runtime, so that nothing else waits on
+        // this thread meanwhile.
+        let outcome =
+            tokio::task::block_in_place(|| self.firewall.program(self.calc.state(), &changes));
+        match outcome {
             Outcome::Idle => {}
             Outcome::Synced { repairs, took } => {
                 tracing::info!(?repairs, elapsed = ?took, "dataplane programmed");
@@ -591,21 +612,33 @@ impl Felix<'_> {
         }
     }
 
-    /// The periodic full sync: puts back whatever changed behind Felix's back.
-    async fn repair(&mut self) {
-        if self.firewall.stage() != Stage::InStep {
-            return;
-        }
-        match self.firewall.repair(self.calc.state()) {
-            Outcome::Synced { repairs, .. } if !repairs.is_empty() => {
-                tracing::warn!(?repairs, "repaired dataplane drift");
-                self.metrics.repairs.inc();
-            }
-            Outcome::Failed(error) => {
-                tracing::error!("periodic sync failed (will retry): {error}");
+    /// The second half of the periodic check, once the kernel has been read: pending changes
+    /// first (the check compares with what was written), then only what drifted is rewritten;
+    /// routes are checked on the same beat.
+    async fn repair_drift(
+        &mut self,
+        read: Result<Result<KernelSnapshot, CommandError>, JoinError>,
+    ) {
+        self.program().await;
+        match read {
+            Ok(Ok(snapshot)) => match self.firewall.repair_drift(&snapshot, self.calc.state()) {
+                Outcome::Synced { repairs, took } if !repairs.is_empty() => {
+                    tracing::warn!(?repairs, elapsed = ?took, "repaired dataplane drift");
+                    self.metrics.repairs.inc();
+                }
+                Outcome::Failed(error) => {
+                    tracing::error!("repairing drift failed (a full sync follows): {error}");
+                    self.metrics.failed(tool_of(&error.command));
+                }
+                _ => {}
+            },
+            Ok(Err(error)) => {
+                tracing::error!(
+                    "reading the firewall for the drift check failed (will retry): {error}"
+                );
                 self.metrics.failed(tool_of(&error.command));
             }
-            _ => {}
+            Err(error) => tracing::error!("the drift check's reader stopped: {error}"),
         }
         self.stale.routes = true;
         self.program().await;

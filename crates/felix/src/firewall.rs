@@ -1,6 +1,7 @@
 //! When Felix programs the firewall (iptables and IP sets) and how much: nothing until the
 //! datastore snapshot is in, a full sync first and after any failure, then only the
-//! calculator's changes, and a periodic full sync that repairs drift. The outcome of each step
+//! calculator's changes, and a periodic check that rewrites only what drifted (the kernel is
+//! read off the update path: [`Firewall::reader`], then [`Firewall::repair_drift`]). The outcome of each step
 //! is a value the agent logs and counts; the decisions are tested here without root, against
 //! the in-memory kernel.
 //!
@@ -8,13 +9,13 @@
 //!  AwaitingSnapshot ──snapshot──► NeedsFullSync ──sync ok──► InStep ──apply fails──┐
 //!                                      ▲   └──sync fails: stays (retried)          │
 //!                                      └───────────────────────────────────────────┘
-//!                                        (also: a failed repair, a new configuration)
+//!                                   (also: a failed drift repair, a new configuration)
 //! ```
 
 use std::time::{Duration, Instant};
 
 use calico_calc::{Changes, DesiredState};
-use calico_dataplane::{Dataplane, Repairs};
+use calico_dataplane::{Dataplane, KernelReader, KernelSnapshot, Repairs};
 use calico_linux::CommandError;
 
 /// Where the firewall stands.
@@ -100,13 +101,26 @@ impl Firewall {
         outcome
     }
 
-    /// The periodic full sync that puts back what changed behind Felix's back; only when in
-    /// step (otherwise the next [`Firewall::program`] syncs anyway).
-    pub fn repair(&mut self, state: &DesiredState) -> Outcome {
+    /// A reader for the periodic drift check, to run off the update path; only when in step
+    /// (otherwise a full sync is due anyway).
+    pub fn reader(&self) -> Option<KernelReader> {
+        (self.stage == Stage::InStep).then(|| self.dataplane.reader())
+    }
+
+    /// The second half of the drift check: rewrites only what drifted since the snapshot's
+    /// chains and sets were last known good.
+    pub fn repair_drift(&mut self, snapshot: &KernelSnapshot, state: &DesiredState) -> Outcome {
         if self.stage != Stage::InStep {
             return Outcome::Idle;
         }
-        let outcome = self.full_sync(state, Instant::now());
+        let started = Instant::now();
+        let outcome = match self.dataplane.repair_drift(snapshot, state) {
+            Ok(repairs) => Outcome::Synced {
+                repairs,
+                took: started.elapsed(),
+            },
+            Err(error) => Outcome::Failed(error),
+        };
         self.settle(&outcome);
         outcome
     }
@@ -135,7 +149,7 @@ mod tests {
     use calico_calc::Calculator;
     use calico_dataplane::RenderConfig;
     use calico_linux::fake::FakeKernel;
-    use calico_linux::{Family, FirewallTables};
+    use calico_linux::{Family, FirewallTables, IpSets};
 
     use super::*;
 
@@ -165,7 +179,7 @@ mod tests {
             firewall.program(calc.state(), &changes),
             Outcome::Idle
         ));
-        assert!(matches!(firewall.repair(calc.state()), Outcome::Idle));
+        assert!(firewall.reader().is_none());
         firewall.needs_full_sync();
         assert_eq!(firewall.stage(), Stage::AwaitingSnapshot);
         assert!(kernel.log().is_empty(), "{:?}", kernel.log());
@@ -235,34 +249,35 @@ mod tests {
     }
 
     #[test]
-    fn repair_puts_back_drift_and_a_failed_repair_is_retried() {
+    fn the_drift_check_reads_only_in_step_and_rewrites_what_drifted() {
         let (mut firewall, kernel, mut calc) = firewall();
+        assert!(
+            firewall.reader().is_none(),
+            "nothing to check before the snapshot"
+        );
         firewall.snapshot_received();
         let changes = calc.take_changes();
         firewall.program(calc.state(), &changes);
-
-        let drift = "*filter\n-D INPUT -j cali-INPUT\nCOMMIT\n";
-        FirewallTables::restore(&kernel, Family::V4, drift).unwrap();
-        let Outcome::Synced { repairs, .. } = firewall.repair(calc.state()) else {
-            panic!("a repair is a full sync");
-        };
-        assert_eq!(repairs.jumps, ["V4 filter INPUT -> cali-INPUT"]);
-        assert_eq!(
-            kernel.rules(Family::V4, "filter", "INPUT").unwrap(),
-            ["-j cali-INPUT"]
-        );
-
-        kernel.fail_next("ipset");
-        assert!(matches!(firewall.repair(calc.state()), Outcome::Failed(_)));
-        assert_eq!(firewall.stage(), Stage::NeedsFullSync);
-        assert!(
-            matches!(firewall.repair(calc.state()), Outcome::Idle),
-            "not in step: the next program() syncs"
-        );
-        let none = calc.take_changes();
+        let snapshot = firewall.reader().expect("in step").read().unwrap();
         assert!(matches!(
-            firewall.program(calc.state(), &none),
-            Outcome::Synced { .. }
+            firewall.repair_drift(&snapshot, calc.state()),
+            Outcome::Synced { repairs, .. } if repairs.is_empty()
         ));
+        let drift = "*filter\n-I cali-wi-caliweb 1 -j ACCEPT\nCOMMIT\n";
+        FirewallTables::restore(&kernel, Family::V4, drift).unwrap();
+        let snapshot = firewall.reader().unwrap().read().unwrap();
+        let Outcome::Synced { repairs, .. } = firewall.repair_drift(&snapshot, calc.state()) else {
+            panic!("the check repairs");
+        };
+        assert_eq!(repairs.drifted_chains, ["V4 filter cali-wi-caliweb"]);
+
+        // A repair the kernel refuses: a full sync is due, and no check runs until then.
+        IpSets::restore(&kernel, "create cali4-x hash:ip\n").unwrap();
+        let snapshot = firewall.reader().unwrap().read().unwrap();
+        kernel.fail_next("ipset");
+        let outcome = firewall.repair_drift(&snapshot, calc.state());
+        assert!(matches!(outcome, Outcome::Failed(_)), "{outcome:?}");
+        assert_eq!(firewall.stage(), Stage::NeedsFullSync);
+        assert!(firewall.reader().is_none());
     }
 }

@@ -134,6 +134,21 @@ fn felix_programs_what_etcd_says_and_repairs_drift() {
     eventually(&felix, "the repair logged", || {
         felix.log().contains("repaired dataplane drift")
     });
+    // Drift inside one of our chains: the periodic check rewrites that chain.
+    let stranger = [
+        "-I",
+        "cali-wi-calidb",
+        "1",
+        "-s",
+        "192.0.2.99",
+        "-j",
+        "ACCEPT",
+    ];
+    ns.run_ok("iptables", &stranger, "");
+    eventually(&felix, "the edited chain repaired", || {
+        !iptables().contains("192.0.2.99")
+    });
+    assert!(iptables().contains("-A cali-wi-calidb"));
 
     // An invalid object is reported and treated as missing: the endpoint's chains go.
     etcd.put(

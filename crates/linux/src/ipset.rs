@@ -34,6 +34,11 @@ impl Ipset {
             .collect())
     }
 
+    /// Every set and its members, as `ipset save` prints them.
+    pub fn save(&self) -> Result<String, CommandError> {
+        self.netns.run("ipset", &["save"], "")
+    }
+
     /// The members of one set, as ipset prints them.
     pub fn members(&self, name: &str) -> Result<Vec<String>, CommandError> {
         let out = self.netns.run("ipset", &["list", name], "")?;

@@ -21,6 +21,9 @@ pub trait FirewallTables: Debug + Send {
         prefix: &str,
     ) -> Result<Vec<String>, CommandError>;
 
+    /// One table as `iptables-save -t <table>` prints it (the kernel's normal form of each rule).
+    fn save(&self, family: Family, table: &str) -> Result<String, CommandError>;
+
     /// Makes sure `chain` of `table` starts by jumping to `target`; returns whether it had to
     /// insert the jump.
     fn ensure_jump(
@@ -30,6 +33,9 @@ pub trait FirewallTables: Debug + Send {
         chain: &str,
         target: &str,
     ) -> Result<bool, CommandError>;
+
+    /// Another handle on the same tables, for a reader on another thread.
+    fn handle(&self) -> Box<dyn FirewallTables>;
 }
 
 /// The IP sets of one network namespace (`ipset restore -exist` semantics).
@@ -39,6 +45,12 @@ pub trait IpSets: Debug + Send {
 
     /// The names of every set.
     fn names(&self) -> Result<Vec<String>, CommandError>;
+
+    /// Every set and its members as `ipset save` prints them (`create …` and `add <set> <member>`).
+    fn save(&self) -> Result<String, CommandError>;
+
+    /// Another handle on the same sets, for a reader on another thread.
+    fn handle(&self) -> Box<dyn IpSets>;
 }
 
 impl FirewallTables for Iptables {
@@ -55,6 +67,10 @@ impl FirewallTables for Iptables {
         Iptables::chains(self, family, table, prefix)
     }
 
+    fn save(&self, family: Family, table: &str) -> Result<String, CommandError> {
+        Iptables::save(self, family, table)
+    }
+
     fn ensure_jump(
         &self,
         family: Family,
@@ -63,6 +79,10 @@ impl FirewallTables for Iptables {
         target: &str,
     ) -> Result<bool, CommandError> {
         Iptables::ensure_jump(self, family, table, chain, target)
+    }
+
+    fn handle(&self) -> Box<dyn FirewallTables> {
+        Box::new(self.clone())
     }
 }
 
@@ -73,5 +93,13 @@ impl IpSets for Ipset {
 
     fn names(&self) -> Result<Vec<String>, CommandError> {
         Ipset::names(self)
+    }
+
+    fn save(&self) -> Result<String, CommandError> {
+        Ipset::save(self)
+    }
+
+    fn handle(&self) -> Box<dyn IpSets> {
+        Box::new(self.clone())
     }
 }
