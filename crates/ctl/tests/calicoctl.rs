@@ -342,3 +342,89 @@ fn node_list_reads_the_1x_mesh_switch_as_calico_node_does() {
         stderr(&list)
     );
 }
+
+const NO_HOST_BLOCK_KEY: &str = "/calico/ipam/v2/assignment/ipv4/block/10.65.0.0-26";
+/// Calico 1.4's JSON for a block of no host: `"affinity": ""`, `"strict_affinity": false`,
+/// `handle_id` attributes, a `secondary` with a number.
+const NO_HOST_BLOCK: &str = include_str!("../../ipam/tests/fixtures/calico-1.4/no-host-block.json");
+const STRICT_BLOCK_KEY: &str = "/calico/ipam/v2/assignment/ipv4/block/10.65.0.64-26";
+const STRICT_BLOCK: &str = include_str!("../../ipam/tests/fixtures/calico-1.4/strict-block.json");
+
+/// Blocks exactly as Calico 1.4 writes them go through `validate`, `put` and `get` unchanged and
+/// unflagged.
+#[test]
+fn calico_1_4_blocks_validate_put_and_get_as_written() {
+    let ctl = Ctl::start();
+    for (key, block) in [
+        (NO_HOST_BLOCK_KEY, NO_HOST_BLOCK),
+        (STRICT_BLOCK_KEY, STRICT_BLOCK),
+    ] {
+        let block = block.trim_end();
+        let checked = ctl.run(&["validate", key, block]);
+        assert_ok(&checked);
+        assert_eq!(stdout(&checked).trim(), "OK");
+        assert_ok(&ctl.run(&["put", key, block]));
+        let got = ctl.run(&["get", key]);
+        assert_ok(&got);
+        assert_eq!(stdout(&got).trim_end(), block);
+        assert!(stderr(&got).is_empty(), "flagged: {}", stderr(&got));
+        let seen = ctl.etcdctl(&["get", key, "--print-value-only"]);
+        assert_eq!(stdout(&seen).trim_end(), block);
+    }
+    let listed = ctl.run(&["get", "/calico/ipam/v2/"]);
+    assert_ok(&listed);
+    assert!(stderr(&listed).is_empty(), "flagged: {}", stderr(&listed));
+}
+
+/// The two strict flags of a block must agree; the error names the field read second.
+#[test]
+fn a_block_whose_two_strict_flags_disagree_is_refused_naming_them() {
+    let ctl = Ctl::start();
+    let both = STRICT_BLOCK.replace(
+        r#""strict_affinity": true"#,
+        r#""strict_affinity": true, "strictAffinity": false"#,
+    );
+    let out = ctl.run(&["put", STRICT_BLOCK_KEY, &both]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out)
+            .contains("strictAffinity: is false but strict_affinity is true; remove the one"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!ctl.run(&["get", STRICT_BLOCK_KEY]).status.success());
+}
+
+/// Calico 1.4 refused a config in which a host could neither claim a block nor borrow.
+#[test]
+fn put_of_an_ipam_config_with_both_flags_false_is_refused_naming_both() {
+    let ctl = Ctl::start();
+    let key = "/calico/ipam/v2/config";
+    let out = ctl.run(&[
+        "put",
+        key,
+        r#"{"auto_allocate_blocks": false, "strict_affinity": false}"#,
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(
+            "auto_allocate_blocks: cannot be false while strict_affinity is false (a host could \
+             neither claim a block nor borrow); set one of them to true"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!ctl.run(&["get", key]).status.success(), "it was written");
+
+    let config = include_str!("../../ipam/tests/fixtures/calico-1.4/config.json").trim_end();
+    assert_ok(&ctl.run(&["put", key, config]));
+    let strict_only = r#"{"auto_allocate_blocks": false, "strict_affinity": true}"#;
+    assert_ok(&ctl.run(&["validate", key, strict_only]));
+    let misspelt = ctl.run(&["validate", key, r#"{"strictAffinity": true}"#]);
+    assert!(!misspelt.status.success());
+    assert!(
+        stdout(&misspelt).contains("strictAffinity: unknown field"),
+        "{}",
+        stdout(&misspelt)
+    );
+}

@@ -9,9 +9,9 @@
 //! it is released) when it is turned off. `auto_allocate_blocks` only decides whether the next
 //! auto-assignment may claim a block, so it never disagrees with a block.
 
-use calico_model::Key;
 use calico_model::error::ValidationError;
-use serde_json::{Map, Value};
+use calico_model::ipam::IpamConfig;
+use calico_model::{Key, from_json};
 
 use crate::allocator::Ipam;
 use crate::error::IpamError;
@@ -29,56 +29,44 @@ pub struct IpamSettings {
 
 impl Default for IpamSettings {
     fn default() -> IpamSettings {
+        IpamConfig::default().into()
+    }
+}
+
+impl From<IpamConfig> for IpamSettings {
+    fn from(config: IpamConfig) -> IpamSettings {
         IpamSettings {
-            strict_affinity: false,
-            auto_allocate_blocks: true,
+            strict_affinity: config.strict_affinity,
+            auto_allocate_blocks: config.auto_allocate_blocks,
+        }
+    }
+}
+
+impl From<IpamSettings> for IpamConfig {
+    fn from(settings: IpamSettings) -> IpamConfig {
+        IpamConfig {
+            strict_affinity: settings.strict_affinity,
+            auto_allocate_blocks: settings.auto_allocate_blocks,
         }
     }
 }
 
 impl IpamSettings {
-    /// Reads the config's JSON; unknown fields and wrong types are errors naming the field.
+    /// Reads the config's JSON with the model's [`IpamConfig`]: unknown fields, wrong types and
+    /// Calico 1.4's forbidden combination are errors naming the field.
     pub fn parse(raw: &str) -> Result<IpamSettings, ValidationError> {
-        let fields: Map<String, Value> = serde_json::from_str(raw)
-            .map_err(|e| ValidationError::object(format!("invalid JSON object: {e}")))?;
-        let mut settings = IpamSettings::default();
-        for (name, value) in fields {
-            let flag = match name.as_str() {
-                "strict_affinity" => &mut settings.strict_affinity,
-                "auto_allocate_blocks" => &mut settings.auto_allocate_blocks,
-                _ => {
-                    let reason = "unknown field; the IPAM config has strict_affinity and \
-                                  auto_allocate_blocks";
-                    return Err(ValidationError::new(name, reason));
-                }
-            };
-            *flag = value.as_bool().ok_or_else(|| {
-                ValidationError::new(&name, format!("expected true or false, found {value}"))
-            })?;
-        }
-        settings.check()?;
-        Ok(settings)
+        from_json::<IpamConfig>(raw).map(IpamSettings::from)
     }
 
-    /// Calico 1.4's rule: a host must be able to either claim a block or borrow.
+    /// Calico 1.4's rule ([`IpamConfig::check`]): a host must be able to either claim a block
+    /// or borrow.
     pub fn check(&self) -> Result<(), ValidationError> {
-        if !self.strict_affinity && !self.auto_allocate_blocks {
-            return Err(ValidationError::new(
-                "auto_allocate_blocks",
-                "cannot be false while strict_affinity is false (a host could neither claim \
-                 a block nor borrow); set one of them to true",
-            ));
-        }
-        Ok(())
+        IpamConfig::from(*self).check()
     }
 
     /// The JSON Calico 1.4 writes: both fields.
     pub fn to_json(&self) -> String {
-        serde_json::json!({
-            "auto_allocate_blocks": self.auto_allocate_blocks,
-            "strict_affinity": self.strict_affinity,
-        })
-        .to_string()
+        serde_json::to_string(&IpamConfig::from(*self)).expect("two booleans serialise")
     }
 }
 

@@ -111,12 +111,12 @@ impl Ipam {
             .collect()
     }
 
-    /// The cluster's IPAM settings as the model reads them (`strict_affinity` only); see
-    /// [`Ipam::settings`] for all of them.
+    /// The cluster's IPAM settings as the model's type; see [`Ipam::settings`].
     pub async fn config(&self) -> Result<IpamConfig, IpamError> {
         let settings = self.settings().await?;
         Ok(IpamConfig {
             strict_affinity: settings.strict_affinity,
+            auto_allocate_blocks: settings.auto_allocate_blocks,
         })
     }
 

@@ -120,7 +120,7 @@ pub enum Key {
         hostname: String,
         cidr: IpNet,
     },
-    /// `/calico/ipam/v2/config`: cluster-wide IPAM settings (strict affinity).
+    /// `/calico/ipam/v2/config`: cluster-wide IPAM settings (`strict_affinity`, `auto_allocate_blocks`).
     IpamConfig,
     /// `/calico/bgp/v1/global/as_num`
     GlobalAsNum,
