@@ -14,7 +14,8 @@
 //! Order matters for the kernel: sets are created before the rules that use them, and removed
 //! only after those rules are gone.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
 
 use calico_calc::{Changes, DesiredState};
 use calico_linux::{CommandError, Family, FirewallTables, IpSets, Ipset, Iptables, Netns};
@@ -24,8 +25,9 @@ use crate::drift::{
 };
 use crate::render::config::RenderConfig;
 use crate::render::{
-    FilterTable, IpVersion, all_pools_set, ipset_name, kernel_jumps, masquerade_pools_set,
-    render_ipset_updates, render_ipsets, render_nat, render_pool_ipsets, render_raw,
+    FilterTable, IpVersion, all_pools_set, ipset_members, ipset_name, kernel_jumps,
+    masquerade_pools_set, render_ipset_delta, render_ipset_updates, render_nat, render_pool_ipsets,
+    render_raw,
 };
 
 /// What a sync found to repair.
@@ -81,6 +83,55 @@ struct Plane {
     family: Family,
     version: IpVersion,
     filter: FilterTable,
+    /// Each set's members as last written (set id → addresses of this version), so that a
+    /// change writes only the members that differ.
+    sets: HashMap<String, BTreeSet<IpAddr>>,
+    /// The raw and nat tables' chains as last written: a change writes only the chains that
+    /// differ, and deletes those no longer rendered, without reading the kernel.
+    raw: BTreeMap<String, Vec<String>>,
+    nat: BTreeMap<String, Vec<String>>,
+}
+
+impl Plane {
+    /// Restore input for the sets `ids` of the state: members added and deleted for a set
+    /// written before, the whole set (rebuilt and swapped in) for a new one; remembers what
+    /// it wrote.
+    fn render_sets<'a>(
+        &mut self,
+        state: &DesiredState,
+        ids: impl IntoIterator<Item = &'a str>,
+    ) -> String {
+        let mut out = String::new();
+        let mut new = Vec::new();
+        for id in ids {
+            let members = ipset_members(state, self.version, id);
+            match self.sets.get(id) {
+                Some(old) => out.push_str(&render_ipset_delta(self.version, id, old, &members)),
+                None => new.push(id),
+            }
+            self.sets.insert(id.to_owned(), members);
+        }
+        out.push_str(&render_ipset_updates(state, self.version, new));
+        out
+    }
+
+    /// Restore input that rebuilds the sets `ids` whole (or destroys those the state does not
+    /// have); remembers what it wrote.
+    fn rebuild_sets<'a>(
+        &mut self,
+        state: &DesiredState,
+        ids: impl IntoIterator<Item = &'a str> + Clone,
+    ) -> String {
+        for id in ids.clone() {
+            if state.ipsets.contains_key(id) {
+                self.sets
+                    .insert(id.to_owned(), ipset_members(state, self.version, id));
+            } else {
+                self.sets.remove(id);
+            }
+        }
+        render_ipset_updates(state, self.version, ids)
+    }
 }
 
 /// The dataplane of one network namespace.
@@ -112,6 +163,9 @@ impl Dataplane {
             family,
             version,
             filter: FilterTable::new(config.clone(), version),
+            sets: HashMap::new(),
+            raw: BTreeMap::new(),
+            nat: BTreeMap::new(),
         };
         Dataplane {
             kernel: Kernel {
@@ -133,15 +187,17 @@ impl Dataplane {
         let mut repairs = Repairs::default();
         for plane in &mut self.planes {
             let (family, version) = (plane.family, plane.version);
-            self.kernel.restore_sets(&render_ipsets(state, version))?;
+            plane.sets.clear();
+            let all = plane.rebuild_sets(state, state.ipsets.keys().map(String::as_str));
+            self.kernel.restore_sets(&all)?;
             self.kernel
                 .restore_sets(&render_pool_ipsets(state, version))?;
             let filter = plane.filter.render_all(state);
-            let tables = [
-                ("filter", filter),
-                ("nat", render_nat(state, &self.config, version)),
-                ("raw", render_raw(state, &self.config, version)),
-            ];
+            let nat = render_nat(state, &self.config, version);
+            let raw = render_raw(state, &self.config, version);
+            plane.nat = parse_saved_chains(&nat);
+            plane.raw = parse_saved_chains(&raw);
+            let tables = [("filter", filter), ("nat", nat), ("raw", raw)];
             for (table, text) in tables {
                 self.kernel.restore_tables(family, &text)?;
                 repairs.stale_chains.extend(delete_undeclared(
@@ -178,31 +234,24 @@ impl Dataplane {
         let kernel = &mut self.kernel;
         for plane in &mut self.planes {
             let (family, version) = (plane.family, plane.version);
-            kernel.restore_sets(&render_ipset_updates(
-                state,
-                version,
-                present.iter().copied(),
-            ))?;
+            kernel.restore_sets(&plane.render_sets(state, present.iter().copied()))?;
             if changes.pools {
                 kernel.restore_sets(&render_pool_ipsets(state, version))?;
             }
-            kernel.restore_tables(family, &plane.filter.render_changes(state, changes))?;
+            // One iptables-restore for the three tables: each run of the tool costs in
+            // proportion to the size of the tables it loads, whatever it changes.
+            let mut script = plane.filter.render_changes(state, changes);
             if raw_touched {
                 let raw = render_raw(state, &self.config, version);
-                kernel.restore_tables(family, &raw)?;
-                delete_undeclared(kernel, family, "raw", &raw)?;
+                script.push_str(&table_delta("raw", &mut plane.raw, &raw));
             }
-            // The nat table holds the endpoints' NAT mappings: rendered whole, like raw.
+            // The nat table holds the endpoints' NAT mappings.
             if !changes.endpoints.is_empty() {
                 let nat = render_nat(state, &self.config, version);
-                kernel.restore_tables(family, &nat)?;
-                delete_undeclared(kernel, family, "nat", &nat)?;
+                script.push_str(&table_delta("nat", &mut plane.nat, &nat));
             }
-            kernel.restore_sets(&render_ipset_updates(
-                state,
-                version,
-                removed.iter().copied(),
-            ))?;
+            kernel.restore_tables(family, &script)?;
+            kernel.restore_sets(&plane.rebuild_sets(state, removed.iter().copied()))?;
         }
         Ok(())
     }
@@ -228,17 +277,15 @@ impl Dataplane {
     ) -> Result<Repairs, CommandError> {
         let mut repairs = Repairs::default();
         let sets = self.kernel.ledger.set_drift(snapshot, &desired_sets(state));
-        for version in [IpVersion::V4, IpVersion::V6] {
+        for plane in &mut self.planes {
+            let version = plane.version;
             let prefix = ipset_name(version, "");
             let ids = state
                 .ipsets
                 .keys()
-                .filter(|id| sets.drifted.contains(&format!("{prefix}{id}")));
-            self.kernel.restore_sets(&render_ipset_updates(
-                state,
-                version,
-                ids.map(String::as_str),
-            ))?;
+                .filter(|id| sets.drifted.contains(&format!("{prefix}{id}")))
+                .map(String::as_str);
+            self.kernel.restore_sets(&plane.rebuild_sets(state, ids))?;
             let pools = [all_pools_set(version), masquerade_pools_set(version)];
             if pools.iter().any(|p| sets.drifted.contains(p)) {
                 self.kernel
@@ -350,6 +397,26 @@ fn desired_sets(state: &DesiredState) -> BTreeMap<String, BTreeSet<String>> {
         }
     }
     sets
+}
+
+/// Restore input for `table` that takes it from the chains `written` (as last written) to those
+/// `rendered` declares: only the chains that differ are rewritten, those gone are deleted.
+/// `written` becomes the rendered chains.
+fn table_delta(table: &str, written: &mut BTreeMap<String, Vec<String>>, rendered: &str) -> String {
+    let new = parse_saved_chains(rendered);
+    let changed: Vec<(&str, &[String])> = new
+        .iter()
+        .filter(|(name, rules)| written.get(*name) != Some(*rules))
+        .map(|(name, rules)| (name.as_str(), rules.as_slice()))
+        .collect();
+    let removed: Vec<String> = written
+        .keys()
+        .filter(|name| !new.contains_key(*name))
+        .cloned()
+        .collect();
+    let script = restore_script(table, &changed, &removed);
+    *written = new;
+    script
 }
 
 /// Restore input that declares (flushes) and refills `chains`, then deletes `removed`

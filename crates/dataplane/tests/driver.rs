@@ -376,6 +376,41 @@ fn in_memory_drift_check_rewrites_only_what_drifted() {
     );
 }
 
+/// An endpoint joining a set that already exists adds one member: one `add` line, not the set
+/// rebuilt; leaving deletes it the same way.
+#[test]
+fn in_memory_a_member_change_writes_only_that_member() {
+    let mut calc = calculator();
+    let kernel = FakeKernel::new();
+    let mut dataplane = in_memory(&kernel);
+    dataplane.sync(calc.state()).unwrap();
+    let remote = "/calico/v1/host/h2/workload/k8s/ns.db2/endpoint/eth0";
+    let joined = r#"{"state": "active", "name": "calidb2", "profile_ids": ["db"], "ipv4_nets": ["10.0.1.7/32"], "labels": {"role": "db"}}"#;
+    for value in [Some(joined), None] {
+        calc.apply(remote, value);
+        let changes = calc.take_changes();
+        kernel.clear_log();
+        dataplane.apply(calc.state(), &changes).unwrap();
+        let sets: Vec<String> = kernel
+            .log()
+            .into_iter()
+            .filter(|(program, _)| program == "ipset")
+            .flat_map(|(_, input)| input.lines().map(str::to_owned).collect::<Vec<_>>())
+            .collect();
+        let verb = if value.is_some() { "add" } else { "del" };
+        assert!(
+            !sets.is_empty()
+                && sets
+                    .iter()
+                    .all(|l| l.starts_with(verb) && l.ends_with(" 10.0.1.7")),
+            "{sets:?}"
+        );
+    }
+    let fresh = FakeKernel::new();
+    in_memory(&fresh).sync(calc.state()).unwrap();
+    assert_eq!(kernel.dump(), fresh.dump());
+}
+
 fn in_memory(kernel: &FakeKernel) -> Dataplane {
     Dataplane::with_kernel(
         Box::new(kernel.clone()),

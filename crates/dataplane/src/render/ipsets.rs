@@ -1,7 +1,9 @@
 //! IP sets as `ipset restore` input. Each set is rebuilt in a temporary set and swapped in, so
 //! a set is never seen half-filled; the temporary is destroyed afterwards.
 
+use std::collections::BTreeSet;
 use std::fmt::Write;
+use std::net::IpAddr;
 
 use calico_calc::DesiredState;
 
@@ -46,6 +48,36 @@ pub fn render_ipset_updates<'a>(
         }
         writeln!(out, "swap {name} {temp}").unwrap();
         writeln!(out, "destroy {temp}").unwrap();
+    }
+    out
+}
+
+/// The members of set `id` for one IP version (empty when the state has no such set).
+pub fn ipset_members(state: &DesiredState, version: IpVersion, id: &str) -> BTreeSet<IpAddr> {
+    let members = state.ipsets.get(id).map(|set| &set.members);
+    members
+        .into_iter()
+        .flatten()
+        .filter(|a| holds(version, a))
+        .copied()
+        .collect()
+}
+
+/// Brings an existing set from `old` to `new` members: only the members that differ are added
+/// or deleted (a one-member change writes one line, not the whole set).
+pub fn render_ipset_delta(
+    version: IpVersion,
+    id: &str,
+    old: &BTreeSet<IpAddr>,
+    new: &BTreeSet<IpAddr>,
+) -> String {
+    let name = ipset_name(version, id);
+    let mut out = String::new();
+    for member in old.difference(new) {
+        writeln!(out, "del {name} {member}").unwrap();
+    }
+    for member in new.difference(old) {
+        writeln!(out, "add {name} {member}").unwrap();
     }
     out
 }

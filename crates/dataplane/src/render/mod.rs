@@ -33,7 +33,7 @@ use std::hash::Hasher;
 use fnv::FnvHasher;
 
 pub use filter::{FilterTable, kernel_jumps, render_filter};
-pub use ipsets::{render_ipset_updates, render_ipsets};
+pub use ipsets::{ipset_members, render_ipset_delta, render_ipset_updates, render_ipsets};
 pub use nat::{all_pools_set, masquerade_pools_set, render_nat, render_pool_ipsets};
 pub use raw::render_raw;
 
