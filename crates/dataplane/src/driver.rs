@@ -68,6 +68,24 @@ impl Kernel {
         self.iptables.restore(family, text)
     }
 
+    /// Puts back the kernel chains' jumps to our chains (those `in_place` says a read found are
+    /// not asked about again); returns the ones it inserted.
+    fn ensure_jumps(
+        &self,
+        family: Family,
+        in_place: impl Fn(&str, &str, &str) -> bool,
+    ) -> Result<Vec<String>, CommandError> {
+        let mut inserted = Vec::new();
+        for (table, chain, target) in kernel_jumps() {
+            if !in_place(table, chain, target)
+                && self.iptables.ensure_jump(family, table, chain, target)?
+            {
+                inserted.push(format!("{family:?} {table} {chain} -> {target}"));
+            }
+        }
+        Ok(inserted)
+    }
+
     fn restore_sets(&mut self, text: &str) -> Result<(), CommandError> {
         if text.is_empty() {
             return Ok(());
@@ -207,17 +225,9 @@ impl Dataplane {
                     &text,
                 )?);
             }
-            for (table, chain, target) in kernel_jumps() {
-                if self
-                    .kernel
-                    .iptables
-                    .ensure_jump(family, table, chain, target)?
-                {
-                    repairs
-                        .jumps
-                        .push(format!("{family:?} {table} {chain} -> {target}"));
-                }
-            }
+            repairs
+                .jumps
+                .extend(self.kernel.ensure_jumps(family, |_, _, _| false)?);
         }
         repairs.stale_sets = self.destroy_unneeded_sets(state)?;
         Ok(repairs)
@@ -327,20 +337,13 @@ impl Dataplane {
                     .extend(drift.drifted.iter().map(named));
                 repairs.stale_chains.extend(drift.stale);
             }
-            for (table, chain, target) in kernel_jumps() {
-                let jump = format!("-j {target}");
+            let in_place = |table: &str, chain: &str, target: &str| {
                 let rules = snapshot.rules(family, table, chain).unwrap_or_default();
-                if !rules.contains(&jump)
-                    && self
-                        .kernel
-                        .iptables
-                        .ensure_jump(family, table, chain, target)?
-                {
-                    repairs
-                        .jumps
-                        .push(format!("{family:?} {table} {chain} -> {target}"));
-                }
-            }
+                rules.iter().any(|rule| *rule == format!("-j {target}"))
+            };
+            repairs
+                .jumps
+                .extend(self.kernel.ensure_jumps(family, in_place)?);
         }
         let script: String = sets
             .stale
