@@ -107,14 +107,14 @@ async fn check_container(
             env.ifname
         )));
     }
-    check_routes(&netns, env, addresses, host_gateway)
+    check_routes(&container, env, addresses, host_gateway).await
 }
 
 /// The routes this attachment owns (`routes::owned`) on its interface in the main table, and
 /// for a standby its source rules and the routes of its own table. A standby is known by its
 /// rules, or (when they are gone) by a default route metric above the first attachment's.
-fn check_routes(
-    netns: &Netns,
+async fn check_routes(
+    container: &Netlink,
     env: &Env,
     addresses: &[IpAddr],
     host_gateway: Option<IpAddr>,
@@ -126,8 +126,8 @@ fn check_routes(
         (Family::V6, addresses.iter().any(IpAddr::is_ipv6)),
     ] {
         if needed {
-            present.extend(routes::read(netns, family)?);
-            rules.extend(routes::read_rules(netns, family)?);
+            present.extend(routes::read(container, family).await?);
+            rules.extend(routes::read_rules(container, family).await?);
         }
     }
     let missing_route = |route: &routes::ContainerRoute| {

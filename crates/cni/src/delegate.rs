@@ -3,7 +3,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
@@ -46,25 +46,16 @@ pub fn call(
     stdin: &[u8],
 ) -> Result<Option<Value>, CniError> {
     let program = find(plugin, path)?;
-    let mut child = Command::new(&program)
-        .env("CNI_COMMAND", command)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| {
-            CniError::new(
-                code::IO_FAILURE,
-                format!("cannot run {}: {e}", program.display()),
-            )
-        })?;
-    let _ = child.stdin.take().expect("stdin is piped").write_all(stdin);
-    let out = child.wait_with_output().map_err(|e| {
+    let mut run = Command::new(&program);
+    run.env("CNI_COMMAND", command);
+    let out = calico_linux::output_with_input(&mut run, stdin).map_err(|e| {
         CniError::new(
             code::IO_FAILURE,
-            format!("{} failed: {e}", program.display()),
+            format!("cannot run {}: {e}", program.display()),
         )
     })?;
+    // Its log lines are the runtime's to see, as ours are: pass them on.
+    let _ = std::io::stderr().write_all(&out.stderr);
     let text = String::from_utf8_lossy(&out.stdout);
     let parsed: Option<Value> = if text.trim().is_empty() {
         None

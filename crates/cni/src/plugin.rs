@@ -169,7 +169,7 @@ async fn add_steps(
         netns: env.netns.clone(),
         mtu: conf.mtu,
         mac: requested.mac,
-        routes: placement(&env.netns, &addresses)?,
+        routes: placement(&env.netns, &addresses).await?,
         addresses,
     };
     let addresses = attachment.addresses.clone();
@@ -254,17 +254,20 @@ fn honoured(conf: &NetConf, requested: &Requested, assigned: &[IpAddr]) -> Resul
 
 /// Where the new attachment's routes go: after every default route already in the container
 /// (`routes::placement`), read for the families it will have.
-fn placement(netns: &str, addresses: &[IpAddr]) -> Result<RoutePlacement, CniError> {
-    let netns = Netns::at_path(netns);
-    let place = |family: Family, wanted: bool| -> Result<Placement, CniError> {
+async fn placement(netns: &str, addresses: &[IpAddr]) -> Result<RoutePlacement, CniError> {
+    let container = Netlink::connect(&Netns::at_path(netns)).map_err(kernel)?;
+    let place = async |family: Family| -> Result<Placement, CniError> {
+        let wanted = addresses
+            .iter()
+            .any(|ip| ip.is_ipv4() == (family == Family::V4));
         if !wanted {
             return Ok(Placement::FIRST);
         }
-        Ok(routes::placement(&routes::read(&netns, family)?))
+        Ok(routes::placement(&routes::read(&container, family).await?))
     };
     Ok(RoutePlacement {
-        v4: place(Family::V4, addresses.iter().any(IpAddr::is_ipv4))?,
-        v6: place(Family::V6, addresses.iter().any(IpAddr::is_ipv6))?,
+        v4: place(Family::V4).await?,
+        v6: place(Family::V6).await?,
     })
 }
 
@@ -409,7 +412,7 @@ async fn remove_container_side(netns: &str, ifname: &str) -> Result<(), CniError
         .iter()
         .map(IpNet::addr)
         .collect();
-    routes::delete_rules_from(&netns, &addresses)?;
+    routes::delete_rules_from(&container, &addresses).await?;
     container.delete_link(ifname).await.map_err(kernel)?;
     Ok(())
 }

@@ -16,15 +16,15 @@
 //! gateway routes again in table `<metric>`, and `from <address> lookup <metric>` rules at
 //! priority [`RULE_PRIORITY`]. Rules do not go with the link: DEL and ADD's undo remove them.
 //!
-//! The kernel tool is `ip` (`-j` for reading), run in the container's namespace through
-//! `calico_linux::Netns`: `calico_linux::Netlink` has no route metric, table, rule or MAC yet.
+//! The kernel is reached over rtnetlink in the container's namespace (`calico_linux::Netlink`:
+//! `table_routes`, `add_table_route`, `policy_rules`, …); no tool runs.
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use calico_linux::{Family, Netns};
+use calico_linux::{Family, Link, Netlink, NetlinkError, PolicyRule, TableRoute};
 use ipnet::IpNet;
-use serde_json::Value;
 
+use crate::plugin::kernel;
 use crate::spec::{CniError, code};
 
 /// The gateway every IPv4 workload routes through: answered by proxy ARP on the host side.
@@ -164,179 +164,150 @@ pub fn first_missing<'a>(
     })
 }
 
-/// Parses `ip -j route show table all` (one family): unicast routes with a device, of the
-/// main table and numbered tables (not `local`).
-pub fn parse(text: &str, family: Family) -> Result<Vec<ContainerRoute>, String> {
-    let list: Vec<Value> = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let mut routes = Vec::new();
-    for entry in &list {
-        let unicast = entry
-            .get("type")
-            .and_then(Value::as_str)
-            .is_none_or(|t| t == "unicast");
-        let table = match entry.get("table").and_then(Value::as_str) {
-            None | Some("main") => MAIN_TABLE,
-            Some(name) => match name.parse() {
-                Ok(number) => number,
-                Err(_) => continue, // local, default: not ours
-            },
-        };
-        if !unicast {
-            continue;
-        }
-        let (Some(dst), Some(dev)) = (
-            entry.get("dst").and_then(Value::as_str),
-            entry.get("dev").and_then(Value::as_str),
-        ) else {
-            continue;
-        };
-        let destination = match (dst, family) {
-            ("default", Family::V4) => "0.0.0.0/0".parse().expect("valid"),
-            ("default", Family::V6) => "::/0".parse().expect("valid"),
-            (text, _) => text
-                .parse::<IpNet>()
-                .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
-                .map_err(|_| format!("dst {text:?} is not a network"))?,
-        };
-        let gateway = match entry.get("gateway").and_then(Value::as_str) {
-            Some(text) => Some(
-                text.parse()
-                    .map_err(|_| format!("gateway {text:?} is not an address"))?,
-            ),
-            None => None,
-        };
-        let metric = entry.get("metric").and_then(Value::as_u64).unwrap_or(0);
-        routes.push(ContainerRoute {
-            destination,
-            gateway,
-            dev: dev.to_owned(),
-            metric: u32::try_from(metric).unwrap_or(u32::MAX),
-            table,
-        });
-    }
-    Ok(routes)
+/// The tables the kernel names (`unspec`, `default`, `local`): not an attachment's.
+fn named_table(table: u32) -> bool {
+    matches!(table, 0 | 253 | 255)
 }
 
-/// Parses `ip -j rule show` (one family): the rules `from <one address> lookup <number>`.
-pub fn parse_rules(text: &str) -> Result<Vec<SourceRule>, String> {
-    let list: Vec<Value> = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    Ok(list
+/// The container's routes as the kernel lists them (`calico_linux::Netlink::table_routes`),
+/// with the interfaces' names: those of the main table and numbered tables.
+pub fn container_routes(routes: &[TableRoute], links: &[Link]) -> Vec<ContainerRoute> {
+    routes
         .iter()
-        .filter_map(|entry| {
-            let from = entry.get("src")?.as_str()?.parse().ok()?;
-            let table = entry.get("table")?.as_str()?.parse().ok()?;
-            Some(SourceRule { from, table })
+        .filter(|r| !named_table(r.table))
+        .filter_map(|r| {
+            let link = links.iter().find(|l| l.index == r.ifindex)?;
+            Some(ContainerRoute {
+                destination: r.destination,
+                gateway: r.gateway,
+                dev: link.name.clone(),
+                metric: r.metric,
+                table: r.table,
+            })
         })
-        .collect())
+        .collect()
 }
 
-fn family_flag(family: Family) -> &'static str {
-    match family {
-        Family::V4 => "-4",
-        Family::V6 => "-6",
+/// The source rules among the kernel's: from one address, to a numbered table.
+pub fn source_rules(rules: &[PolicyRule]) -> Vec<SourceRule> {
+    rules
+        .iter()
+        .filter(|r| r.from.prefix_len() == r.from.max_prefix_len())
+        .filter(|r| !named_table(r.table) && r.table != MAIN_TABLE)
+        .map(|r| SourceRule {
+            from: r.from.addr(),
+            table: r.table,
+        })
+        .collect()
+}
+
+impl ContainerRoute {
+    /// The route for the kernel, on the interface with this index.
+    fn for_kernel(&self, ifindex: u32) -> TableRoute {
+        TableRoute {
+            destination: self.destination,
+            gateway: self.gateway,
+            ifindex,
+            metric: self.metric,
+            table: self.table,
+        }
+    }
+
+    /// As `ip` would be told to add it: what an error names.
+    pub fn add_command(&self) -> String {
+        let next_hop = match self.gateway {
+            Some(gateway) => format!("via {gateway} dev {}", self.dev),
+            None => format!("dev {} scope link", self.dev),
+        };
+        format!(
+            "route add {} {next_hop} metric {} table {}",
+            self.destination, self.metric, self.table
+        )
     }
 }
 
-fn ip(netns: &Netns, args: &[&str]) -> Result<String, CniError> {
-    netns
-        .run("ip", args, "")
-        .map_err(|e| CniError::new(code::KERNEL, e.to_string()))
+impl SourceRule {
+    /// The rule for the kernel, at [`RULE_PRIORITY`].
+    fn for_kernel(&self) -> PolicyRule {
+        PolicyRule {
+            from: IpNet::from(self.from),
+            table: self.table,
+            priority: RULE_PRIORITY,
+        }
+    }
+
+    /// As `ip` would be told to add it: what an error names.
+    pub fn add_command(&self) -> String {
+        format!("rule add {self} priority {RULE_PRIORITY}")
+    }
 }
 
 /// The container's routes of one family, in every table.
-pub fn read(netns: &Netns, family: Family) -> Result<Vec<ContainerRoute>, CniError> {
-    let flag = family_flag(family);
-    let out = ip(netns, &["-j", flag, "route", "show", "table", "all"])?;
-    parse(&out, family).map_err(|e| {
-        CniError::new(
-            code::KERNEL,
-            format!("ip -j {flag} route show in {netns}: {e}"),
-        )
-    })
+pub async fn read(container: &Netlink, family: Family) -> Result<Vec<ContainerRoute>, CniError> {
+    // One dump at a time: a netlink socket refuses a second one while the first runs (EBUSY).
+    let routes = container.table_routes(family).await.map_err(kernel)?;
+    let links = container.links().await.map_err(kernel)?;
+    Ok(container_routes(&routes, &links))
 }
 
 /// The container's source rules of one family.
-pub fn read_rules(netns: &Netns, family: Family) -> Result<Vec<SourceRule>, CniError> {
-    let flag = family_flag(family);
-    let out = ip(netns, &["-j", flag, "rule", "show"])?;
-    parse_rules(&out).map_err(|e| {
-        CniError::new(
-            code::KERNEL,
-            format!("ip -j {flag} rule show in {netns}: {e}"),
-        )
-    })
+pub async fn read_rules(container: &Netlink, family: Family) -> Result<Vec<SourceRule>, CniError> {
+    let rules = container.policy_rules(family).await.map_err(kernel)?;
+    Ok(source_rules(&rules))
 }
 
-/// The `ip -batch` input that adds these routes and rules (of one family): `route add`, never
-/// `replace`, so an equal route of another attachment is an error rather than taken over.
-pub fn batch(routes: &[ContainerRoute], rules: &[SourceRule]) -> String {
-    let mut text = String::new();
-    for route in routes {
-        text.push_str(&format!("route add {}", route.destination));
-        match route.gateway {
-            Some(gateway) => text.push_str(&format!(" via {gateway} dev {}", route.dev)),
-            None => text.push_str(&format!(" dev {} scope link", route.dev)),
+/// Adds an attachment's routes (on the interface `ifindex`) and then its source rules, in
+/// order: added, never replaced, so an equal route of another attachment is an error rather
+/// than taken over. It stops at the first that fails; what came before stays.
+pub async fn add(
+    container: &Netlink,
+    ifindex: u32,
+    routes: &[ContainerRoute],
+    rules: &[SourceRule],
+) -> Result<(), CniError> {
+    let failed = |command: String| {
+        move |e: NetlinkError| {
+            let reason = match e {
+                NetlinkError::Request { reason, .. } => reason,
+                other => other.to_string(),
+            };
+            CniError::new(code::KERNEL, format!("{command} failed: {reason}"))
         }
-        text.push_str(&format!(" metric {} table {}\n", route.metric, route.table));
+    };
+    for route in routes {
+        container
+            .add_table_route(&route.for_kernel(ifindex))
+            .await
+            .map_err(failed(route.add_command()))?;
     }
     for rule in rules {
-        text.push_str(&format!(
-            "rule add from {} lookup {} priority {RULE_PRIORITY}\n",
-            rule.from, rule.table
-        ));
+        container
+            .add_policy_rule(&rule.for_kernel())
+            .await
+            .map_err(failed(rule.add_command()))?;
     }
-    text
+    Ok(())
 }
 
-/// Runs `ip -batch` input of one family in the container: one process for all of an
-/// attachment's routes and rules. It stops at the first line that fails.
-pub fn apply_batch(netns: &Netns, family: Family, text: &str) -> Result<(), CniError> {
-    netns
-        .run("ip", &[family_flag(family), "-batch", "-"], text)
-        .map(drop)
-        .map_err(|e| CniError::new(code::KERNEL, format!("{e}; input:\n{text}")))
-}
-
-fn rule_family(rule: &SourceRule) -> &'static str {
-    match rule.from {
-        IpAddr::V4(_) => "-4",
-        IpAddr::V6(_) => "-6",
-    }
-}
-
-/// Deletes a source rule; one already gone is fine (`ip` says "No such file or directory").
-pub fn delete_rule(netns: &Netns, rule: &SourceRule) -> Result<(), CniError> {
-    let (from, table) = (rule.from.to_string(), rule.table.to_string());
-    let priority = RULE_PRIORITY.to_string();
-    let args = [
-        rule_family(rule),
-        "rule",
-        "del",
-        "from",
-        &from,
-        "lookup",
-        &table,
-        "priority",
-        &priority,
-    ];
-    match netns.run("ip", &args, "") {
-        Ok(_) => Ok(()),
-        Err(e) if e.reason.contains("No such file or directory") => Ok(()),
-        Err(e) => Err(CniError::new(code::KERNEL, e.to_string())),
-    }
+/// Deletes a source rule; one already gone is fine.
+pub async fn delete_rule(container: &Netlink, rule: &SourceRule) -> Result<(), CniError> {
+    container
+        .delete_policy_rule(&rule.for_kernel())
+        .await
+        .map_err(kernel)
 }
 
 /// Deletes the source rules of these addresses (an attachment's, before DEL removes its
 /// interface): rules are not removed with the link.
-pub fn delete_rules_from(netns: &Netns, addresses: &[IpAddr]) -> Result<(), CniError> {
+pub async fn delete_rules_from(container: &Netlink, addresses: &[IpAddr]) -> Result<(), CniError> {
     for family in [Family::V4, Family::V6] {
         let wanted = |ip: &IpAddr| ip.is_ipv4() == (family == Family::V4);
         if !addresses.iter().any(wanted) {
             continue;
         }
-        for rule in read_rules(netns, family)? {
+        for rule in read_rules(container, family).await? {
             if addresses.contains(&rule.from) {
-                delete_rule(netns, &rule)?;
+                delete_rule(container, &rule).await?;
             }
         }
     }
@@ -357,14 +328,45 @@ mod tests {
         }
     }
 
+    fn link(index: u32, name: &str) -> Link {
+        Link {
+            index,
+            name: name.into(),
+            mac: None,
+            up: true,
+            mtu: 1500,
+        }
+    }
+
+    fn kernel_route(
+        dst: &str,
+        gw: Option<&str>,
+        ifindex: u32,
+        metric: u32,
+        table: u32,
+    ) -> TableRoute {
+        TableRoute {
+            destination: dst.parse().unwrap(),
+            gateway: gw.map(|g| g.parse().unwrap()),
+            ifindex,
+            metric,
+            table,
+        }
+    }
+
     #[test]
-    fn ip_json_is_read_with_defaults_host_routes_and_missing_metrics() {
-        let text = r#"[{"dst":"default","gateway":"169.254.1.1","dev":"eth0","metric":1024,"flags":[]},
-            {"dst":"169.254.1.1","dev":"eth0","scope":"link","flags":[]},
-            {"type":"blackhole","dst":"10.0.0.0/8","flags":[]},
-            {"type":"local","dst":"10.0.0.5","dev":"eth0","table":"local"},
-            {"dst":"default","gateway":"169.254.1.1","dev":"eth1","table":"1025","metric":1025}]"#;
-        let routes = parse(text, Family::V4).unwrap();
+    fn kernel_routes_are_read_with_interface_names_main_and_numbered_tables_only() {
+        let links = [link(1, "lo"), link(5, "eth0"), link(6, "eth1")];
+        let kernel = [
+            kernel_route("0.0.0.0/0", Some("169.254.1.1"), 5, 1024, 254),
+            kernel_route("169.254.1.1/32", None, 5, 0, 254),
+            kernel_route("10.0.0.5/32", None, 5, 0, 255),
+            kernel_route("10.0.0.0/8", None, 5, 0, 253),
+            kernel_route("0.0.0.0/0", Some("169.254.1.1"), 6, 1025, 1025),
+            // An interface gone between the two dumps.
+            kernel_route("10.9.0.0/16", None, 9, 0, 254),
+        ];
+        let routes = container_routes(&kernel, &links);
         let in_table = ContainerRoute {
             table: 1025,
             ..route("0.0.0.0/0", Some("169.254.1.1"), "eth1", 1025)
@@ -383,15 +385,10 @@ mod tests {
         );
         assert_eq!(routes[0].to_string(), "default via 169.254.1.1 dev eth0");
         assert_eq!(routes[1].to_string(), "169.254.1.1 dev eth0 scope link");
-        let v6 = parse(
-            r#"[{"dst":"default","gateway":"fe80::1","dev":"eth1","metric":1025}]"#,
-            Family::V6,
-        );
-        assert_eq!(v6.unwrap(), [route("::/0", Some("fe80::1"), "eth1", 1025)]);
-        assert!(
-            parse(r#"[{"dst":"x","dev":"eth0"}]"#, Family::V4)
-                .unwrap_err()
-                .contains("dst \"x\"")
+        let v6 = [kernel_route("::/0", Some("fe80::1"), 6, 1025, 254)];
+        assert_eq!(
+            container_routes(&v6, &links),
+            [route("::/0", Some("fe80::1"), "eth1", 1025)]
         );
     }
 
@@ -448,34 +445,73 @@ mod tests {
     }
 
     #[test]
-    fn routes_and_rules_are_added_in_one_batch_never_replaced() {
+    fn errors_name_the_route_or_rule_as_ip_would_be_told_to_add_it() {
         let mut in_table = route("0.0.0.0/0", Some("169.254.1.1"), "eth1", 1025);
         in_table.table = 1025;
-        let routes = [route("169.254.1.1/32", None, "eth1", 1025), in_table];
-        let rules = [SourceRule {
+        let on_link = route("169.254.1.1/32", None, "eth1", 1025);
+        let rule = SourceRule {
             from: "10.0.0.6".parse().unwrap(),
             table: 1025,
-        }];
+        };
         assert_eq!(
-            batch(&routes, &rules),
-            "route add 169.254.1.1/32 dev eth1 scope link metric 1025 table 254\n\
-             route add 0.0.0.0/0 via 169.254.1.1 dev eth1 metric 1025 table 1025\n\
-             rule add from 10.0.0.6 lookup 1025 priority 1000\n"
+            on_link.add_command(),
+            "route add 169.254.1.1/32 dev eth1 scope link metric 1025 table 254"
+        );
+        assert_eq!(
+            in_table.add_command(),
+            "route add 0.0.0.0/0 via 169.254.1.1 dev eth1 metric 1025 table 1025"
+        );
+        assert_eq!(
+            rule.add_command(),
+            "rule add from 10.0.0.6 lookup 1025 priority 1000"
+        );
+        assert_eq!(
+            in_table.for_kernel(6),
+            TableRoute {
+                destination: "0.0.0.0/0".parse().unwrap(),
+                gateway: Some("169.254.1.1".parse().unwrap()),
+                ifindex: 6,
+                metric: 1025,
+                table: 1025,
+            }
+        );
+        assert_eq!(
+            rule.for_kernel(),
+            PolicyRule {
+                from: "10.0.0.6/32".parse().unwrap(),
+                table: 1025,
+                priority: RULE_PRIORITY,
+            }
         );
     }
 
     #[test]
-    fn source_rules_are_read_from_ip_json() {
-        let text = r#"[{"priority":0,"src":"all","table":"local"},
-            {"priority":1000,"src":"10.0.0.5","table":"1025"},
-            {"priority":32766,"src":"all","table":"main"}]"#;
-        let rules = parse_rules(text).unwrap();
+    fn source_rules_are_those_from_one_address_to_a_numbered_table() {
+        let kernel = |from: &str, table: u32, priority: u32| PolicyRule {
+            from: from.parse().unwrap(),
+            table,
+            priority,
+        };
+        let rules = source_rules(&[
+            kernel("0.0.0.0/0", 255, 0),
+            kernel("10.0.0.5/32", 1025, 1000),
+            kernel("fd00::5/128", 1025, 1000),
+            kernel("10.0.0.0/24", 1026, 1000),
+            kernel("10.0.0.7/32", 254, 1000),
+            kernel("0.0.0.0/0", 254, 32766),
+        ]);
         assert_eq!(
             rules,
-            [SourceRule {
-                from: "10.0.0.5".parse().unwrap(),
-                table: 1025
-            }]
+            [
+                SourceRule {
+                    from: "10.0.0.5".parse().unwrap(),
+                    table: 1025
+                },
+                SourceRule {
+                    from: "fd00::5".parse().unwrap(),
+                    table: 1025
+                }
+            ]
         );
         assert_eq!(rules[0].to_string(), "from 10.0.0.5 lookup 1025");
     }

@@ -517,7 +517,8 @@ fn del_releases_an_older_interface_s_address_held_by_the_eth0_handle() {
 }
 
 /// A standby whose routes cannot be added (an equal route is in the way: never replaced) fails
-/// naming the `ip` line, and undoes itself without touching the first attachment.
+/// naming the route as `ip route add` would take it, and undoes itself without touching the
+/// first attachment.
 #[test]
 fn a_standby_whose_route_is_taken_fails_and_leaves_the_first_as_it_was() {
     let rig = Rig::new();

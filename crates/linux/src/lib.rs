@@ -21,7 +21,8 @@ pub use ipset::Ipset;
 pub use iptables::{Family, Iptables};
 pub use rtnl::{
     FdbEntry, GatewayRoute, Link, LinkEvent, LinkEvents, Neighbour, Netlink, NetlinkError,
-    ROUTE_PROTOCOL, Route, TUNNEL_ROUTE_PROTOCOL, TunnelRoute, VxlanDevice, in_netns,
+    PolicyRule, ROUTE_PROTOCOL, Route, TUNNEL_ROUTE_PROTOCOL, TableRoute, TunnelRoute, VxlanDevice,
+    in_netns,
 };
 pub use seams::{FirewallTables, IpSets};
 pub use sysctl::{SysctlError, get_sysctl, set_sysctl, workload_interface_sysctls};

@@ -23,8 +23,12 @@ use rtnetlink::{Handle, MulticastGroup, RouteMessageBuilder};
 use crate::Netns;
 
 mod plumb;
+mod routes;
+mod rules;
 mod tunnel;
 pub use plumb::GatewayRoute;
+pub use routes::TableRoute;
+pub use rules::PolicyRule;
 pub use tunnel::{FdbEntry, TUNNEL_ROUTE_PROTOCOL, TunnelRoute, VxlanDevice};
 
 /// The routing protocol number Calico's routes carry (`ip route … proto 80`): how Felix tells

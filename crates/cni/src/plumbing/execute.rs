@@ -8,7 +8,6 @@ use calico_linux::{Link, Netlink, Netns, set_sysctl};
 
 use super::{Gateway, PlannedRoute, PlumbPlan, Side, Step, Undo};
 use crate::routes::{self, ContainerRoute, SourceRule};
-use crate::runtime_config::format_mac;
 use crate::spec::{CniError, code};
 
 /// What a plan made: both ends, and the undo of all of it (for a later failure of ADD).
@@ -67,16 +66,19 @@ pub async fn undo(list: &[Undo]) {
                 }
             }
             Undo::DeleteSourceRules { netns, rules } => {
-                delete_rules(&Netns::at_path(netns), rules);
+                match Netlink::connect(&Netns::at_path(netns)) {
+                    Ok(container) => delete_rules(&container, rules).await,
+                    Err(e) => tracing::error!("undo: cannot delete the rules in {netns}: {e}"),
+                }
             }
         }
     }
 }
 
 /// Deletes source rules, best effort: failures are logged.
-fn delete_rules(netns: &Netns, rules: &[SourceRule]) {
+async fn delete_rules(container: &Netlink, rules: &[SourceRule]) {
     for rule in rules {
-        if let Err(e) = routes::delete_rule(netns, rule) {
+        if let Err(e) = routes::delete_rule(container, rule).await {
             tracing::error!("undo: cannot delete the rule {rule}: {e}");
         }
     }
@@ -194,26 +196,19 @@ impl<'a> Kernel<'a> {
                     .map_err(kernel)?;
             }
             Step::SetMac { mac } => {
-                let text = format_mac(*mac);
-                let dev = self.plan.container.as_str();
-                self.netns
-                    .run("ip", &["link", "set", "dev", dev, "address", &text], "")
-                    .map_err(|e| CniError::new(code::KERNEL, e.to_string()))?;
+                let (container, link) = self.container().await?;
+                container.set_mac(link.index, *mac).await.map_err(kernel)?;
             }
-            Step::AddRoutes {
-                family,
-                routes,
-                rules,
-            } => {
+            Step::AddRoutes { routes, rules, .. } => {
                 let mut resolved = Vec::new();
                 for planned in routes {
                     resolved.push(self.resolve(planned).await?);
                 }
-                let text = routes::batch(&resolved, rules);
-                if let Err(e) = routes::apply_batch(&self.netns, *family, &text) {
-                    // `ip -batch` stops at the failing line: what came before stays, and the
+                let (container, link) = self.container().await?;
+                if let Err(e) = routes::add(container, link.index, &resolved, rules).await {
+                    // Adding stops at the first failure: what came before stays, and the
                     // rules among it do not go with the link.
-                    delete_rules(&self.netns, rules);
+                    delete_rules(container, rules).await;
                     return Err(e);
                 }
             }

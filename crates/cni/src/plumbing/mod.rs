@@ -74,8 +74,8 @@ pub enum Step {
     SetMtu { mtu: u32 },
     /// Adds an address (a /32 or /128) to the container side.
     AddAddress { address: IpNet },
-    /// Adds the container's routes and source rules of one family, in one `ip -batch` call
-    /// (see [`crate::routes`]): added, never replaced, so another attachment's routes stay.
+    /// Adds the container's routes and source rules of one family, in order (see
+    /// [`crate::routes`]): added, never replaced, so another attachment's routes stay.
     AddRoutes {
         family: Family,
         routes: Vec<PlannedRoute>,

@@ -77,6 +77,22 @@ impl Netlink {
             .map_err(request_error(format!("set mtu {mtu} on link #{index}")))
     }
 
+    /// Sets a link's MAC address (`ip link set … address`).
+    pub async fn set_mac(&self, index: u32, mac: [u8; 6]) -> Result<(), NetlinkError> {
+        let message = LinkUnspec::new_with_index(index)
+            .address(mac.to_vec())
+            .build();
+        self.handle
+            .link()
+            .set(message)
+            .execute()
+            .await
+            .map_err(request_error(format!(
+                "set mac {} on link #{index}",
+                mac.map(|b| format!("{b:02x}")).join(":")
+            )))
+    }
+
     /// Deletes a link by name; returns whether it existed. Deleting one end of a veth pair
     /// deletes both.
     pub async fn delete_link(&self, name: &str) -> Result<bool, NetlinkError> {
