@@ -4,8 +4,10 @@
 //!    100 local endpoints, without extra policies (the baseline) and with 2,000 policies; 200
 //!    samples each, with Felix's periodic drift check every 10 s (`IptablesRefreshInterval`), so
 //!    that the samples span many checks and the tail shows whether a check holds up an update;
-//! 2. iperf3 throughput between workloads on two hosts with no policy and with 1,000 policies
-//!    applying to the server, against a plain veth pair between two namespaces.
+//! 2. iperf3 throughput and new TCP connections per second between workloads on two hosts:
+//!    the routed path with no Calico rule on it (the baseline), through our chains with no
+//!    policy, and with 1,000 policies applying to the server; and a plain veth pair between two
+//!    namespaces for scale.
 //!
 //! Run as root after building the binaries in the same profile:
 //! `cargo build --release -p calico-lab -p calico-felix && cargo run --release -p calico-lab --example lab_bench`
@@ -27,6 +29,8 @@ const SAMPLES: usize = 200;
 /// the samples.
 const REFRESH_SECS: u32 = 10;
 const SERVER: &str = "10.66.1.1";
+/// Connections in flight at a time when measuring the connection setup rate.
+const CONN_PARALLEL: usize = 4;
 
 fn now_ns() -> u128 {
     SystemTime::now()
@@ -94,14 +98,38 @@ fn gbits(report: &str) -> f64 {
     bits.unwrap_or_else(|| panic!("iperf3 failed:\n{report}")) / 1e9
 }
 
-fn iperf(name: &str) -> f64 {
+/// iperf3 throughput and the connection setup rate from the client to the server.
+fn path(name: &str) -> (f64, f64) {
     let args = [
         "exec", "client", "--", "iperf3", "-c", SERVER, "-t", "3", "-J",
     ];
-    gbits(&lab(name, &args))
+    let gbits = gbits(&lab(name, &args));
+    let to = format!("{SERVER}:80");
+    let parallel = CONN_PARALLEL.to_string();
+    let bin = lab_bin();
+    let rate = lab(
+        name,
+        &[
+            "exec",
+            "client",
+            "--",
+            bin.to_str().unwrap(),
+            "connect-rate",
+            &to,
+            "--secs",
+            "3",
+            "--parallel",
+            &parallel,
+        ],
+    );
+    (
+        gbits,
+        rate.trim().parse().expect("connect-rate printed a number"),
+    )
 }
 
-fn plain_veth_iperf() -> f64 {
+/// The same two measurements over a plain veth pair between two namespaces.
+fn plain_veth() -> (f64, f64) {
     let (a, b) = (
         format!("bench-veth-a-{}", std::process::id()),
         format!("bench-veth-b-{}", std::process::id()),
@@ -133,9 +161,33 @@ fn plain_veth_iperf() -> f64 {
         .output()
         .unwrap();
     let _ = server.wait();
+    let mut echo = sh::command_in(&b, lab_bin())
+        .args(["serve", "--ports", "80"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let parallel = CONN_PARALLEL.to_string();
+    let rate = sh::command_in(&a, lab_bin())
+        .args([
+            "connect-rate",
+            "10.67.0.2:80",
+            "--secs",
+            "3",
+            "--parallel",
+            &parallel,
+        ])
+        .output()
+        .unwrap();
+    let _ = echo.kill();
+    let _ = echo.wait();
     let _ = Command::new("ip").args(["netns", "del", &a]).status();
     let _ = Command::new("ip").args(["netns", "del", &b]).status();
-    gbits(&String::from_utf8_lossy(&out.stdout))
+    let rate = String::from_utf8_lossy(&rate.stdout).trim().parse();
+    (
+        gbits(&String::from_utf8_lossy(&out.stdout)),
+        rate.expect("connect-rate printed a number"),
+    )
 }
 
 #[tokio::main]
@@ -202,7 +254,7 @@ async fn main() {
     let loaded = latencies(&name, &store).await;
     eprintln!("latencies (ms), baseline: {base:?}\nwith {POLICIES} policies: {loaded:?}");
 
-    eprintln!("throughput ...");
+    eprintln!("throughput and connection setup rate ...");
     // The gate lets only port 80 through; iperf3 uses 5201: without it the profile allows all.
     store
         .delete("/calico/v1/policy/tier/bench/policy/gate")
@@ -215,8 +267,27 @@ async fn main() {
     lab(&name, &["wait"]);
     lab(&name, &["exec", "server", "--", "iperf3", "-s", "-D"]);
     std::thread::sleep(Duration::from_secs(1));
-    let veth = plain_veth_iperf();
-    let none = iperf(&name);
+    let veth = plain_veth();
+    // The same routed path with no Calico rule on it: an ACCEPT ahead of Felix's jump in
+    // FORWARD on both hosts (Felix's drift check puts back only its own jump; this rule stays).
+    let bypass = |add: bool| {
+        for host in &state.hosts {
+            for tool in ["iptables", "ip6tables"] {
+                let op = if add {
+                    ["-I", "FORWARD", "1"]
+                } else {
+                    ["-D", "FORWARD", ""]
+                };
+                let mut args: Vec<&str> = op.iter().copied().filter(|a| !a.is_empty()).collect();
+                args.extend(["-j", "ACCEPT"]);
+                sh::in_ns(&host.netns, tool, &args).unwrap();
+            }
+        }
+    };
+    bypass(true);
+    let routed = path(&name);
+    bypass(false);
+    let chains = path(&name);
     for i in 0..ACTIVE_POLICIES {
         // All select the server; none matches iperf3's port, so a new connection walks them all.
         let value = format!(
@@ -237,7 +308,7 @@ async fn main() {
         .await
         .unwrap();
     lab(&name, &["wait", "--timeout-secs", "300"]);
-    let active = iperf(&name);
+    let active = path(&name);
 
     let (b50, b99, bmax) = (
         percentile(&base, 0.5),
@@ -261,15 +332,27 @@ async fn main() {
         lmax / bmax
     );
     println!();
-    println!("| iperf3, 3 s, one TCP stream | Gbit/s | × plain veth |");
-    println!("| --- | --- | --- |");
-    println!("| plain veth pair (baseline) | {veth:.2} | 1 |");
     println!(
-        "| workloads on two hosts, no policy | {none:.2} | {:.2} |",
-        none / veth
+        "| path, client on host2 → server on host1 | iperf3 Gbit/s (3 s, one stream) | × routed | new TCP connections/s ({CONN_PARALLEL} at a time, 3 s) | × routed |"
     );
-    println!(
-        "| workloads on two hosts, {ACTIVE_POLICIES} policies on the server | {active:.2} | {:.2} |",
-        active / veth
-    );
+    println!("| --- | --- | --- | --- | --- |");
+    let rows = [
+        ("plain veth pair between two namespaces", veth),
+        (
+            "routed between two hosts, no Calico rule (baseline)",
+            routed,
+        ),
+        ("routed, through our chains, no policy", chains),
+        (
+            "routed, through our chains, 1,000 policies on the server",
+            active,
+        ),
+    ];
+    for (what, (gbits, conns)) in rows {
+        println!(
+            "| {what} | {gbits:.2} | {:.2} | {conns:.0} | {:.2} |",
+            gbits / routed.0,
+            conns / routed.1
+        );
+    }
 }

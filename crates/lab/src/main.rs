@@ -47,6 +47,9 @@ enum Cmd {
     /// Run inside a workload: connects to IP:PORT again and again until it works, then prints
     /// the time (ns since the Unix epoch); used to measure how fast policy is enforced.
     WaitOpen(commands::wait_open::Args),
+    /// Run inside a workload: new TCP connections per second to IP:PORT (each exchanges one
+    /// byte with the echo server), printed as a number; used to measure connection setup rate.
+    ConnectRate(commands::connect_rate::Args),
     /// The echo server every workload runs (TCP and UDP).
     #[command(hide = true)]
     Serve(commands::serve::Args),
@@ -99,6 +102,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Probe(args) => commands::probe::run(args).await,
         Cmd::Flow(args) => commands::flow::run(args).await,
         Cmd::WaitOpen(args) => commands::wait_open::run(args).await,
+        Cmd::ConnectRate(args) => commands::connect_rate::run(args).await,
         Cmd::Serve(args) => commands::serve::run(args).await,
         Cmd::Relay(_) | Cmd::Supervise(_) => unreachable!("handled before the runtime starts"),
     }

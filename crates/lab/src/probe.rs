@@ -272,3 +272,37 @@ pub async fn first_open(
     }
     bail!("{to} did not open within {deadline:?}")
 }
+
+/// New TCP connections per second to `to` over `duration`, `parallel` at a time: each one
+/// connects, exchanges one byte with the echo server (so the handshake went through every
+/// chain both ways) and closes. Fails if a connection fails.
+pub async fn connect_rate(
+    to: SocketAddr,
+    duration: Duration,
+    parallel: usize,
+) -> anyhow::Result<f64> {
+    let started = tokio::time::Instant::now();
+    let end = started + duration;
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..parallel.max(1) {
+        workers.spawn(async move {
+            let mut count = 0u64;
+            let mut byte = [0u8; 1];
+            while tokio::time::Instant::now() < end {
+                let mut stream = timeout(Duration::from_secs(2), TcpStream::connect(to))
+                    .await
+                    .with_context(|| format!("connecting to {to} timed out"))?
+                    .with_context(|| format!("connecting to {to}"))?;
+                stream.write_all(b"x").await?;
+                stream.read_exact(&mut byte).await?;
+                count += 1;
+            }
+            anyhow::Ok(count)
+        });
+    }
+    let mut total = 0;
+    while let Some(done) = workers.join_next().await {
+        total += done??;
+    }
+    Ok(total as f64 / started.elapsed().as_secs_f64())
+}

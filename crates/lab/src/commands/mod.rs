@@ -2,6 +2,7 @@
 //! command line and dispatches; the work itself lives in the library (`calico_lab`).
 
 pub mod check;
+pub mod connect_rate;
 pub mod demo;
 pub mod down;
 pub mod env;
