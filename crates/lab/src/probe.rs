@@ -275,7 +275,8 @@ pub async fn first_open(
 
 /// New TCP connections per second to `to` over `duration`, `parallel` at a time: each one
 /// connects, exchanges one byte with the echo server (so the handshake went through every
-/// chain both ways) and closes. Fails if a connection fails.
+/// chain both ways) and closes with a reset (no TIME_WAIT left behind, so runs do not slow each
+/// other down). Fails if a connection fails.
 pub async fn connect_rate(
     to: SocketAddr,
     duration: Duration,
@@ -295,6 +296,10 @@ pub async fn connect_rate(
                     .with_context(|| format!("connecting to {to}"))?;
                 stream.write_all(b"x").await?;
                 stream.read_exact(&mut byte).await?;
+                // Close with a reset: a FIN would leave the port in TIME_WAIT for a minute, and
+                // a few seconds at this rate fill the ephemeral port range (then connect() itself
+                // slows down, whatever the path).
+                socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO))?;
                 count += 1;
             }
             anyhow::Ok(count)
