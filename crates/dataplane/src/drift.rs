@@ -94,6 +94,29 @@ impl Ledger {
         }
     }
 
+    /// Takes chains found in the kernel as they should be (a start-up that did not need to
+    /// write them) as if written now, with their saved forms learned: later changes to them
+    /// are drift.
+    pub fn adopt<'a>(
+        &mut self,
+        family: Family,
+        table: &'static str,
+        chains: impl IntoIterator<Item = (&'a str, &'a [String])>,
+    ) {
+        self.generation += 1;
+        let generation = self.generation;
+        for (chain, saved) in chains {
+            let key = (family, table, chain.to_owned());
+            let written = Written {
+                generation,
+                rules: saved.len(),
+            };
+            self.chains.insert(key.clone(), written);
+            let hash = fingerprint(saved);
+            self.baselines.insert(key, Baseline { hash, generation });
+        }
+    }
+
     /// Notes the sets `input` (ipset restore input) creates, changes or destroys.
     pub fn sets_written(&mut self, input: &str) {
         self.generation += 1;
@@ -250,6 +273,28 @@ pub struct KernelSnapshot {
 }
 
 impl KernelSnapshot {
+    /// The chains of one table.
+    pub fn chain_names(&self, family: Family, table: &str) -> Vec<&str> {
+        let Some(table) = table_name(table) else {
+            return Vec::new();
+        };
+        let chains = self.chains.get(&(family, table));
+        chains
+            .into_iter()
+            .flat_map(|c| c.keys().map(String::as_str))
+            .collect()
+    }
+
+    /// Whether the kernel has set `name` with exactly `members` (in one spelling).
+    pub fn set_holds(&self, name: &str, members: &BTreeSet<String>) -> bool {
+        self.sets.get(name) == Some(members)
+    }
+
+    /// Every set's name.
+    pub fn set_names(&self) -> impl Iterator<Item = &str> {
+        self.sets.keys().map(String::as_str)
+    }
+
     /// The saved rules of one chain.
     pub fn rules(&self, family: Family, table: &str, chain: &str) -> Option<&[String]> {
         let table = table_name(table)?;

@@ -29,6 +29,7 @@ use crate::render::{
     masquerade_pools_set, render_ipset_delta, render_ipset_updates, render_nat, render_pool_ipsets,
     render_raw,
 };
+use crate::stamp;
 
 /// What a sync found to repair.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,11 +44,20 @@ pub struct Repairs {
     pub drifted_chains: Vec<String>,
     /// Sets whose members someone changed (or that went), rebuilt.
     pub drifted_sets: Vec<String>,
+    /// How many chains and sets a full sync had to write (not already as it would write them;
+    /// all of them on a fresh host, none on a restart with everything in place).
+    pub written_chains: usize,
+    pub written_sets: usize,
 }
 
 impl Repairs {
+    /// Whether nothing was found out of place (what a full sync wrote does not count).
     pub fn is_empty(&self) -> bool {
-        *self == Repairs::default()
+        Repairs {
+            written_chains: 0,
+            written_sets: 0,
+            ..self.clone()
+        } == Repairs::default()
     }
 }
 
@@ -60,12 +70,14 @@ struct Kernel {
 }
 
 impl Kernel {
+    /// Writes restore input, each chain it declares stamped (see [`crate::stamp`]).
     fn restore_tables(&mut self, family: Family, text: &str) -> Result<(), CommandError> {
         if text.is_empty() {
             return Ok(());
         }
-        self.ledger.tables_written(family, text);
-        self.iptables.restore(family, text)
+        let text = stamp::stamp_script(text);
+        self.ledger.tables_written(family, &text);
+        self.iptables.restore(family, &text)
     }
 
     /// Puts back the kernel chains' jumps to our chains (those `in_place` says a read found are
@@ -199,37 +211,99 @@ impl Dataplane {
         }
     }
 
-    /// Makes the kernel match `state` in everything Calico owns; returns what it repaired
-    /// beyond reloading.
+    /// Makes the kernel match `state` in everything Calico owns (start-up, and after a
+    /// failure). It reads the kernel first and writes only what is not already as it would
+    /// write it: a chain whose stamp and rule count match (see [`crate::stamp`]), a set with
+    /// exactly the right members, are left alone, so a restart with everything in place
+    /// rewrites nothing. Each table changes atomically; `cali-` chains and `cali4`/`cali6` sets
+    /// nothing needs go, and the kernel chains' jumps are put back.
     pub fn sync(&mut self, state: &DesiredState) -> Result<Repairs, CommandError> {
+        let snapshot = self.reader().read()?;
         let mut repairs = Repairs::default();
+        let desired = desired_sets(state);
         for plane in &mut self.planes {
-            let (family, version) = (plane.family, plane.version);
+            let version = plane.version;
+            let prefix = ipset_name(version, "");
+            let rebuild: Vec<&str> = state
+                .ipsets
+                .keys()
+                .filter(|id| {
+                    let name = format!("{prefix}{id}");
+                    !snapshot.set_holds(&name, &desired[&name])
+                })
+                .map(String::as_str)
+                .collect();
             plane.sets.clear();
-            let all = plane.rebuild_sets(state, state.ipsets.keys().map(String::as_str));
-            self.kernel.restore_sets(&all)?;
-            self.kernel
-                .restore_sets(&render_pool_ipsets(state, version))?;
-            let filter = plane.filter.render_all(state);
-            let nat = render_nat(state, &self.config, version);
-            let raw = render_raw(state, &self.config, version);
-            plane.nat = parse_saved_chains(&nat);
-            plane.raw = parse_saved_chains(&raw);
-            let tables = [("filter", filter), ("nat", nat), ("raw", raw)];
-            for (table, text) in tables {
-                self.kernel.restore_tables(family, &text)?;
-                repairs.stale_chains.extend(delete_undeclared(
-                    &mut self.kernel,
-                    family,
-                    table,
-                    &text,
-                )?);
+            let all = state.ipsets.keys().map(String::as_str);
+            let _ = plane.rebuild_sets(state, all);
+            self.kernel.restore_sets(&render_ipset_updates(
+                state,
+                version,
+                rebuild.iter().copied(),
+            ))?;
+            repairs.written_sets += rebuild.len();
+            let pools = [all_pools_set(version), masquerade_pools_set(version)];
+            if pools
+                .iter()
+                .any(|p| !snapshot.set_holds(p, &desired[p.as_str()]))
+            {
+                self.kernel
+                    .restore_sets(&render_pool_ipsets(state, version))?;
+                repairs.written_sets += 2;
             }
+        }
+        for plane in &mut self.planes {
+            let family = plane.family;
+            plane.filter.render_all(state);
+            plane.nat = parse_saved_chains(&render_nat(state, &self.config, plane.version));
+            plane.raw = parse_saved_chains(&render_raw(state, &self.config, plane.version));
+            for table in TABLES {
+                let chains: BTreeMap<&str, &[String]> = match table {
+                    "filter" => plane.filter.chains(),
+                    "nat" => as_slices(&plane.nat),
+                    _ => as_slices(&plane.raw),
+                };
+                let (held, write): (Vec<_>, Vec<_>) = chains
+                    .iter()
+                    .map(|(n, r)| (*n, *r))
+                    .partition(|(name, rules)| {
+                        let saved = snapshot.rules(family, table, name).unwrap_or_default();
+                        stamp::holds(saved, rules)
+                    });
+                let stale: Vec<String> = snapshot
+                    .chain_names(family, table)
+                    .into_iter()
+                    .filter(|name| name.starts_with("cali-") && !chains.contains_key(name))
+                    .map(str::to_owned)
+                    .collect();
+                let script = restore_script(table, &write, &stale);
+                self.kernel.restore_tables(family, &script)?;
+                let held = held.into_iter().map(|(name, _)| {
+                    let saved = snapshot.rules(family, table, name).unwrap_or_default();
+                    (name, saved)
+                });
+                self.kernel.ledger.adopt(family, table, held);
+                repairs.written_chains += write.len();
+                repairs.stale_chains.extend(stale);
+            }
+            let in_place = |table: &str, chain: &str, target: &str| {
+                let rules = snapshot.rules(family, table, chain).unwrap_or_default();
+                rules.iter().any(|rule| *rule == format!("-j {target}"))
+            };
             repairs
                 .jumps
-                .extend(self.kernel.ensure_jumps(family, |_, _, _| false)?);
+                .extend(self.kernel.ensure_jumps(family, in_place)?);
         }
-        repairs.stale_sets = self.destroy_unneeded_sets(state)?;
+        let stale: Vec<String> = snapshot
+            .set_names()
+            .filter(|n| {
+                (n.starts_with("cali4") || n.starts_with("cali6")) && !desired.contains_key(*n)
+            })
+            .map(str::to_owned)
+            .collect();
+        let script: String = stale.iter().map(|n| format!("destroy {n}\n")).collect();
+        self.kernel.restore_sets(&script)?;
+        repairs.stale_sets = stale;
         Ok(repairs)
     }
 
@@ -354,23 +428,6 @@ impl Dataplane {
         repairs.stale_sets = sets.stale;
         Ok(repairs)
     }
-
-    /// Destroys `cali4-`/`cali6-` sets the state does not have (rules using them are gone).
-    fn destroy_unneeded_sets(&mut self, state: &DesiredState) -> Result<Vec<String>, CommandError> {
-        let wanted = desired_sets(state);
-        let stale: Vec<String> = self
-            .kernel
-            .ipset
-            .names()?
-            .into_iter()
-            .filter(|n| {
-                (n.starts_with("cali4") || n.starts_with("cali6")) && !wanted.contains_key(n)
-            })
-            .collect();
-        let script: String = stale.iter().map(|n| format!("destroy {n}\n")).collect();
-        self.kernel.restore_sets(&script)?;
-        Ok(stale)
-    }
 }
 
 /// Every set the state needs, for both IP versions, with its members in one spelling.
@@ -448,25 +505,9 @@ fn restore_script(table: &str, chains: &[(&str, &[String])], removed: &[String])
     script
 }
 
-/// Deletes the `cali-` chains of `table` that `text` (the table's whole restore input) does
-/// not declare: they are left from an earlier state, and nothing refers to them any more.
-fn delete_undeclared(
-    kernel: &mut Kernel,
-    family: Family,
-    table: &str,
-    text: &str,
-) -> Result<Vec<String>, CommandError> {
-    let declared: BTreeSet<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix(':'))
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    let stale: Vec<String> = kernel
-        .iptables
-        .chains(family, table, "cali-")?
-        .into_iter()
-        .filter(|c| !declared.contains(c.as_str()))
-        .collect();
-    kernel.restore_tables(family, &restore_script(table, &[], &stale))?;
-    Ok(stale)
+fn as_slices(chains: &BTreeMap<String, Vec<String>>) -> BTreeMap<&str, &[String]> {
+    chains
+        .iter()
+        .map(|(name, rules)| (name.as_str(), rules.as_slice()))
+        .collect()
 }

@@ -7,6 +7,7 @@ pub mod driver;
 pub mod ipip;
 pub mod render;
 pub mod routing;
+pub mod stamp;
 pub mod vxlan;
 
 pub use drift::{KernelReader, KernelSnapshot};

@@ -177,6 +177,44 @@ fn drift_check_on_a_real_kernel() {
     assert_eq!(snapshot(&ns), synced);
 }
 
+/// A restart (a new `Dataplane` on a kernel that already holds everything) reads the kernel and
+/// writes nothing; one chain someone added a rule to is the only one written again.
+#[test]
+fn a_restart_with_everything_in_place_writes_nothing() {
+    let calc = calculator();
+    let ns = NetNs::new("calico-restart");
+    let first = Dataplane::new(Netns::named(ns.name()), RenderConfig::default())
+        .sync(calc.state())
+        .unwrap();
+    assert!(
+        first.written_chains > 20 && first.written_sets > 0,
+        "{first:?}"
+    );
+    let programmed = snapshot(&ns);
+
+    let repairs = Dataplane::new(Netns::named(ns.name()), RenderConfig::default())
+        .sync(calc.state())
+        .unwrap();
+    assert_eq!(
+        (repairs.written_chains, repairs.written_sets),
+        (0, 0),
+        "{repairs:?}"
+    );
+    assert!(repairs.is_empty(), "{repairs:?}");
+    assert_eq!(snapshot(&ns), programmed);
+
+    ns.run_ok("iptables", &["-A", "cali-wi-calidb", "-j", "ACCEPT"], "");
+    let repairs = Dataplane::new(Netns::named(ns.name()), RenderConfig::default())
+        .sync(calc.state())
+        .unwrap();
+    assert_eq!(
+        (repairs.written_chains, repairs.written_sets),
+        (1, 0),
+        "{repairs:?}"
+    );
+    assert_eq!(snapshot(&ns), programmed);
+}
+
 /// The nat table's metadata path follows the configuration across restarts: a Felix started
 /// with `MetadataAddr=None` after one with the default leaves no DNAT and no metadata rule
 /// (the chain stays, empty, with its jump), exactly as a fresh sync; a stale nat chain goes.
@@ -409,6 +447,21 @@ fn in_memory_a_member_change_writes_only_that_member() {
     let fresh = FakeKernel::new();
     in_memory(&fresh).sync(calc.state()).unwrap();
     assert_eq!(kernel.dump(), fresh.dump());
+}
+
+/// The same restart against the in-memory kernel: not one restore is run.
+#[test]
+fn in_memory_restart_runs_no_restore() {
+    let calc = calculator();
+    let kernel = FakeKernel::new();
+    in_memory(&kernel).sync(calc.state()).unwrap();
+    kernel.clear_log();
+    let repairs = in_memory(&kernel).sync(calc.state()).unwrap();
+    assert!(
+        repairs.is_empty() && repairs.written_chains == 0,
+        "{repairs:?}"
+    );
+    assert!(kernel.log().is_empty(), "{:?}", kernel.log());
 }
 
 fn in_memory(kernel: &FakeKernel) -> Dataplane {
