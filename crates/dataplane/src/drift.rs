@@ -65,6 +65,7 @@ impl Ledger {
         self.generation += 1;
         let generation = self.generation;
         let mut table = None;
+        let mut rules: HashMap<(&'static str, &str), usize> = HashMap::new();
         for line in input.lines() {
             if let Some(name) = line.strip_prefix('*') {
                 table = table_name(name.trim());
@@ -80,16 +81,19 @@ impl Ledger {
                 self.chains
                     .insert((family, table, chain.to_owned()), written);
             } else if let Some(rule) = line.strip_prefix("-A ") {
+                // Counted by borrowed name: no allocation per rule of a large write.
                 let chain = rule.split_whitespace().next().unwrap_or_default();
-                let key = (family, table, chain.to_owned());
-                if let Some(written) = self.chains.get_mut(&key) {
-                    written.generation = generation;
-                    written.rules += 1;
-                }
+                *rules.entry((table, chain)).or_default() += 1;
             } else if let Some(chain) = line.strip_prefix("-X ") {
                 let key = (family, table, chain.trim().to_owned());
                 self.chains.remove(&key);
                 self.baselines.remove(&key);
+            }
+        }
+        for ((table, chain), count) in rules {
+            if let Some(written) = self.chains.get_mut(&(family, table, chain.to_owned())) {
+                written.generation = generation;
+                written.rules += count;
             }
         }
     }

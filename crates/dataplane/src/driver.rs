@@ -152,7 +152,14 @@ impl Plane {
         state: &DesiredState,
         ids: impl IntoIterator<Item = &'a str> + Clone,
     ) -> String {
-        for id in ids.clone() {
+        self.remember_sets(state, ids.clone());
+        render_ipset_updates(state, self.version, ids)
+    }
+
+    /// Notes the sets `ids` as holding the state's members (or gone, for those the state does
+    /// not have).
+    fn remember_sets<'a>(&mut self, state: &DesiredState, ids: impl IntoIterator<Item = &'a str>) {
+        for id in ids {
             if state.ipsets.contains_key(id) {
                 self.sets
                     .insert(id.to_owned(), ipset_members(state, self.version, id));
@@ -160,7 +167,6 @@ impl Plane {
                 self.sets.remove(id);
             }
         }
-        render_ipset_updates(state, self.version, ids)
     }
 }
 
@@ -233,9 +239,10 @@ impl Dataplane {
                 })
                 .map(String::as_str)
                 .collect();
+            // After this sync every set holds the state's members: those already right, and
+            // those rebuilt below.
             plane.sets.clear();
-            let all = state.ipsets.keys().map(String::as_str);
-            let _ = plane.rebuild_sets(state, all);
+            plane.remember_sets(state, state.ipsets.keys().map(String::as_str));
             self.kernel.restore_sets(&render_ipset_updates(
                 state,
                 version,

@@ -8,13 +8,14 @@
 //! Rendering knows nothing of stamps: [`stamp_script`] adds them to restore input on its way to
 //! the kernel.
 
+use std::collections::{HashMap, HashSet};
 use std::hash::Hasher;
 
 /// The stamp rule of a chain with `rules` (the text after `-A <chain> ` of each).
-pub fn stamp(rules: &[String]) -> String {
+pub fn stamp(rules: &[impl AsRef<str>]) -> String {
     let mut hasher = fnv::FnvHasher::default();
     for rule in rules {
-        hasher.write(rule.as_bytes());
+        hasher.write(rule.as_ref().as_bytes());
         hasher.write_u8(b'\n');
     }
     format!("-m comment --comment \"cali:{:016x}\"", hasher.finish())
@@ -48,23 +49,29 @@ pub fn stamp_script(input: &str) -> String {
     out
 }
 
-/// One table's lines (from `*table` to before `COMMIT`).
+/// One table's lines (from `*table` to before `COMMIT`), in one pass over them: a full sync
+/// writes thousands of chains, so nothing here may look at every line once per chain.
 fn stamp_section(lines: &[&str], out: &mut String) {
-    let declared: Vec<&str> = lines
-        .iter()
-        .filter_map(|l| l.strip_prefix(':'))
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    let deleted: Vec<&str> = lines
-        .iter()
-        .filter_map(|l| l.strip_prefix("-X "))
-        .map(str::trim)
-        .collect();
-    let rule_of = |line: &str| -> Option<(String, String)> {
-        let rest = line.strip_prefix("-A ")?;
-        let (chain, body) = rest.split_once(' ').unwrap_or((rest, ""));
-        Some((chain.to_owned(), body.to_owned()))
-    };
+    let mut declared: Vec<&str> = Vec::new();
+    let mut deleted: HashSet<&str> = HashSet::new();
+    let mut rules: HashMap<&str, Vec<&str>> = HashMap::new();
+    for line in lines {
+        if let Some(declaration) = line.strip_prefix(':') {
+            let chain = declaration.split_whitespace().next().unwrap_or_default();
+            declared.push(chain);
+            rules.entry(chain).or_default();
+        } else if let Some(chain) = line.strip_prefix("-X ") {
+            deleted.insert(chain.trim());
+        }
+    }
+    for line in lines {
+        if let Some(rest) = line.strip_prefix("-A ") {
+            let (chain, body) = rest.split_once(' ').unwrap_or((rest, ""));
+            if let Some(bodies) = rules.get_mut(chain) {
+                bodies.push(body);
+            }
+        }
+    }
     for line in lines
         .iter()
         .filter(|l| l.starts_with('*') || l.starts_with(':'))
@@ -72,22 +79,20 @@ fn stamp_section(lines: &[&str], out: &mut String) {
         out.push_str(line);
         out.push('\n');
     }
-    for chain in declared.iter().filter(|c| !deleted.contains(c)) {
-        let rules: Vec<String> = lines
-            .iter()
-            .filter_map(|l| rule_of(l))
-            .filter(|(c, _)| c == chain)
-            .map(|(_, body)| body)
-            .collect();
-        out.push_str(&format!("-A {chain} {}\n", stamp(&rules)));
-        for rule in &rules {
-            out.push_str(&format!("-A {chain} {rule}\n"));
+    for chain in declared.iter().filter(|c| !deleted.contains(*c)) {
+        let bodies = &rules[chain];
+        out.push_str(&format!("-A {chain} {}\n", stamp(bodies)));
+        for body in bodies {
+            out.push_str(&format!("-A {chain} {body}\n"));
         }
     }
+    // Rules of chains this input does not declare, deletions and anything else, as they came.
     for line in lines {
-        let undeclared_rule = rule_of(line).is_some_and(|(c, _)| !declared.contains(&c.as_str()));
-        let other = !line.starts_with('*') && !line.starts_with(':') && !line.starts_with("-A ");
-        if undeclared_rule || other {
+        let declared_rule = line
+            .strip_prefix("-A ")
+            .is_some_and(|rest| rules.contains_key(rest.split(' ').next().unwrap_or(rest)));
+        let structure = line.starts_with('*') || line.starts_with(':');
+        if !declared_rule && !structure {
             out.push_str(line);
             out.push('\n');
         }
