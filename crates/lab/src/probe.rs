@@ -273,7 +273,7 @@ pub async fn first_open(
     bail!("{to} did not open within {deadline:?}")
 }
 
-/// New TCP connections per second to `to` over `duration`, `parallel` at a time: each one
+/// New TCP connections per second to `to` over `duration`, `parallel` (at least 1) at a time: each one
 /// connects, exchanges one byte with the echo server (so the handshake went through every
 /// chain both ways) and closes with a reset (no TIME_WAIT left behind, so runs do not slow each
 /// other down). Fails if a connection fails.
@@ -285,7 +285,8 @@ pub async fn connect_rate(
     let started = tokio::time::Instant::now();
     let end = started + duration;
     let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..parallel.max(1) {
+    anyhow::ensure!(parallel > 0, "parallel: at least one connection at a time");
+    for _ in 0..parallel {
         workers.spawn(async move {
             let mut count = 0u64;
             let mut byte = [0u8; 1];

@@ -12,13 +12,18 @@ pub struct Args {
     /// How long to keep connecting.
     #[arg(long, default_value_t = 3)]
     secs: u64,
-    /// Connections in flight at a time.
-    #[arg(long, default_value_t = 4)]
-    parallel: usize,
+    /// Connections in flight at a time (at least 1).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    parallel: u16,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let rate = probe::connect_rate(args.to, Duration::from_secs(args.secs), args.parallel).await?;
+    let rate = probe::connect_rate(
+        args.to,
+        Duration::from_secs(args.secs),
+        args.parallel.into(),
+    )
+    .await?;
     println!("{rate:.0}");
     Ok(())
 }
