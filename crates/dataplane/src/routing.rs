@@ -18,7 +18,7 @@ use std::net::IpAddr;
 
 use calico_calc::{DesiredState, EndpointKey};
 use calico_linux::{
-    CommandError, Family, Neighbour, Netlink, NetlinkError, Netns, Route, SysctlError,
+    ConntrackError, Family, Neighbour, Netlink, NetlinkError, Netns, Route, SysctlError,
     flush_conntrack, get_sysctl, set_sysctl, workload_interface_sysctls,
 };
 use ipnet::IpNet;
@@ -31,7 +31,7 @@ pub enum RoutingError {
     #[error(transparent)]
     Sysctl(#[from] SysctlError),
     #[error(transparent)]
-    Conntrack(#[from] CommandError),
+    Conntrack(#[from] ConntrackError),
 }
 
 impl RoutingError {
@@ -56,6 +56,11 @@ pub struct RoutingChanges {
     pub interfaces_configured: Vec<String>,
     /// Addresses whose connections were forgotten.
     pub conntrack_flushed: Vec<IpAddr>,
+    /// Connection-tracking entries deleted for them.
+    pub conntrack_entries_deleted: usize,
+    /// Interfaces (by index) that went away between plan and execute: what was planned for
+    /// them was skipped, and the next sync plans without them.
+    pub interfaces_vanished: Vec<u32>,
 }
 
 impl RoutingChanges {
@@ -407,7 +412,9 @@ impl Routing {
     }
 
     /// Applies `plan` in its order, remembering what it configured and the addresses; stops at
-    /// the first failure (the next sync plans again from the kernel).
+    /// the first failure (the next sync plans again from the kernel). A write that failed
+    /// because its interface is gone (removed since [`read`](Routing::read)) is skipped and
+    /// recorded in [`RoutingChanges::interfaces_vanished`] instead: its workload is going away.
     pub async fn execute(&mut self, plan: &RoutingPlan) -> Result<RoutingChanges, RoutingError> {
         let mut changes = RoutingChanges::default();
         for (path, value) in &plan.forwarding {
@@ -418,8 +425,14 @@ impl Routing {
             self.configured.remove(name);
         }
         for interface in &plan.interfaces {
-            for (path, value) in &interface.sysctls {
-                set_sysctl(&self.netns, path, value)?;
+            let configured = interface
+                .sysctls
+                .iter()
+                .try_for_each(|(path, value)| set_sysctl(&self.netns, path, value).map(drop));
+            if let Err(e) = configured {
+                self.skip_if_vanished(interface.index, &mut changes, e)
+                    .await?;
+                continue;
             }
             self.configured
                 .insert(interface.name.clone(), interface.index);
@@ -430,23 +443,54 @@ impl Routing {
             changes.routes_removed.push(*route);
         }
         for route in &plan.routes_to_add {
-            self.netlink.replace_route(route).await?;
-            changes.routes_added.push(*route);
+            match self.netlink.replace_route(route).await {
+                Ok(()) => changes.routes_added.push(*route),
+                Err(e) => {
+                    self.skip_if_vanished(route.ifindex, &mut changes, e)
+                        .await?
+                }
+            }
         }
         for neighbour in &plan.neighbours_to_remove {
             self.netlink.delete_neighbour(neighbour).await?;
             changes.neighbours_removed.push(*neighbour);
         }
         for neighbour in &plan.neighbours_to_add {
-            self.netlink.replace_neighbour(neighbour).await?;
-            changes.neighbours_added.push(*neighbour);
+            match self.netlink.replace_neighbour(neighbour).await {
+                Ok(()) => changes.neighbours_added.push(*neighbour),
+                Err(e) => {
+                    self.skip_if_vanished(neighbour.ifindex, &mut changes, e)
+                        .await?
+                }
+            }
         }
-        for &gone in &plan.conntrack_flush {
-            flush_conntrack(&self.netns, gone)?;
-            changes.conntrack_flushed.push(gone);
-        }
+        // After the routes, so that a removal never delays an addition; one table dump for
+        // the whole batch.
+        changes.conntrack_entries_deleted = flush_conntrack(&self.netns, &plan.conntrack_flush)?;
+        changes.conntrack_flushed = plan.conntrack_flush.clone();
         self.addresses = plan.addresses.clone();
         Ok(changes)
+    }
+
+    /// Swallows `error` if the interface it was about is gone (removed since the plan was
+    /// made: its routes and neighbours went with it), recording it; otherwise returns it.
+    async fn skip_if_vanished(
+        &self,
+        index: u32,
+        changes: &mut RoutingChanges,
+        error: impl Into<RoutingError>,
+    ) -> Result<(), RoutingError> {
+        let gone = match self.netlink.links().await {
+            Ok(links) => !links.iter().any(|l| l.index == index),
+            Err(_) => false,
+        };
+        if !gone {
+            return Err(error.into());
+        }
+        if !changes.interfaces_vanished.contains(&index) {
+            changes.interfaces_vanished.push(index);
+        }
+        Ok(())
     }
 
     /// Every interface (by name) with its addresses.

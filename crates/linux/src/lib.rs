@@ -16,7 +16,7 @@ mod seams;
 mod sysctl;
 
 pub use command::{CommandError, Netns, output_with_input};
-pub use conntrack::flush_conntrack;
+pub use conntrack::{ConntrackError, flush_conntrack};
 pub use ipset::Ipset;
 pub use iptables::{Family, Iptables};
 pub use rtnl::{

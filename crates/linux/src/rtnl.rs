@@ -18,6 +18,7 @@ use rtnetlink::packet_route::neighbour::{
 use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope,
 };
+use rtnetlink::sys::AsyncSocket;
 use rtnetlink::{Handle, MulticastGroup, RouteMessageBuilder};
 
 use crate::Netns;
@@ -377,6 +378,19 @@ fn permanent_neighbour(message: &NeighbourMessage) -> Option<Neighbour> {
     })
 }
 
+/// Bytes of link events the kernel may queue for us: a pod namespace going takes its veths in
+/// one batch, and 200 links at once overflowed the default (~200 KiB), losing events (the
+/// periodic route refresh would put things right only seconds later).
+const LINK_EVENT_BUFFER: usize = 8 << 20;
+
+/// Raises the socket's receive buffer past `rmem_max` if we may (root), else as far as allowed.
+fn enlarge_receive_buffer(socket: &rtnetlink::sys::Socket) {
+    use nix::sys::socket::{setsockopt, sockopt};
+    if setsockopt(socket, sockopt::RcvBufForce, &LINK_EVENT_BUFFER).is_err() {
+        let _ = socket.set_rx_buf_sz(LINK_EVENT_BUFFER as i32);
+    }
+}
+
 /// Link additions, changes and removals, and address changes, in a namespace.
 #[derive(Debug)]
 pub struct LinkEvents {
@@ -402,6 +416,8 @@ impl LinkEvents {
             netns: describe(netns),
             reason: e.to_string(),
         })?;
+        let mut connection = connection;
+        enlarge_receive_buffer(connection.socket_mut().socket_ref());
         tokio::spawn(connection);
         Ok(LinkEvents { messages })
     }

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use calico_linux::{
-    LinkEvent, LinkEvents, Neighbour, Netlink, Netns, Route, get_sysctl, set_sysctl,
+    LinkEvent, LinkEvents, Neighbour, Netlink, Netns, Route, flush_conntrack, get_sysctl,
+    set_sysctl,
 };
 use calico_testkit::{NetNs, require_tool};
 
@@ -246,4 +247,50 @@ fn interface_sysctls_are_set_on_the_namespace_interface() {
     ns.run_ok("ip", &["link", "del", "cali0e"], "");
     let err = set_sysctl(&netns, path, "1").unwrap_err();
     assert!(err.to_string().contains(path), "{err}");
+}
+
+/// Connections are forgotten by address over ctnetlink: original or reply end, NAT'd or not,
+/// in a zone or not, both families; connections of other addresses stay.
+#[test]
+fn conntrack_entries_of_removed_addresses_go_and_others_stay() {
+    require_tool("conntrack");
+    let ns = NetNs::new("calico-ct");
+    let insert = |args: &str| {
+        let mut all = vec!["-I", "-t", "120"];
+        all.extend(args.split_whitespace());
+        ns.run_ok("conntrack", &all, "");
+    };
+    let tcp = "-p tcp --state ESTABLISHED -u SEEN_REPLY --dport 80";
+    // To the workload that goes, by its own address.
+    insert(&format!("{tcp} -s 10.0.0.1 -d 10.0.0.2 --sport 1000"));
+    // To a service, DNAT'd to it: only the reply tuple names it.
+    insert(&format!(
+        "{tcp} -s 10.0.0.5 -d 10.96.0.1 -r 10.0.0.2 -q 10.0.0.5 --sport 1001 \
+         --reply-port-src 80 --reply-port-dst 1001"
+    ));
+    // From it, in a conntrack zone.
+    insert(&format!("{tcp} -s 10.0.0.2 -d 10.0.0.7 --sport 1002 -w 7"));
+    // IPv6, and connections between others.
+    insert("-p udp -s fd00::1 -d fd00::2 --sport 1000 --dport 53");
+    insert(&format!("{tcp} -s 10.0.0.3 -d 10.0.0.4 --sport 1003"));
+    insert("-p udp -s fd00::3 -d fd00::4 --sport 1000 --dport 53");
+    let listed = |family: &str| ns.run_ok("conntrack", &["-L", "-f", family], "");
+
+    let netns = Netns::named(ns.name());
+    let gone = ["10.0.0.2".parse().unwrap(), "fd00::2".parse().unwrap()];
+    assert_eq!(flush_conntrack(&netns, &gone).unwrap(), 4);
+    let (v4, v6) = (listed("ipv4"), listed("ipv6"));
+    assert!(
+        !v4.contains("10.0.0.2") && !v6.contains("fd00::2"),
+        "{v4}{v6}"
+    );
+    assert!(
+        v4.contains("src=10.0.0.3") && v6.contains("src=fd00::3"),
+        "{v4}{v6}"
+    );
+    assert_eq!(
+        flush_conntrack(&netns, &gone).unwrap(),
+        0,
+        "nothing left to delete is fine"
+    );
 }
