@@ -23,6 +23,7 @@ declare -A NEEDED=(
   [runc]=runc                  # podman's runtime here (crun refuses this kind of VM's cgroups)
   [ctr]=containerd             # the CNI test runs `ctr run --cni` against its own containerd
   [unshare]=util-linux         # … in a private mount namespace (ctr's CNI paths are fixed)
+  [dockerd]=docker.io          # the Docker tests drive our libnetwork driver with a real dockerd
 )
 
 missing=()

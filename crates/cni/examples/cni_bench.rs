@@ -65,7 +65,7 @@ fn main() {
                 dels.push(del);
             }
         }
-        results.push((label, stats(&mut adds), stats(&mut dels)));
+        results.push((label, stats(&adds), stats(&dels)));
     }
     let (_, base_add, base_del) = results[0];
     println!("{iterations} ADD/DEL cycles each, one container namespace per cycle");
@@ -142,10 +142,12 @@ fn call(
 }
 
 /// (median, p99)
-fn stats(samples: &mut [Duration]) -> (Duration, Duration) {
-    samples.sort();
-    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-    (at(0.5), at(0.99))
+fn stats(samples: &[Duration]) -> (Duration, Duration) {
+    let t = calico_testkit::Tails::of(samples.iter().map(Duration::as_secs_f64)).expect("samples");
+    (
+        Duration::from_secs_f64(t.median),
+        Duration::from_secs_f64(t.p99),
+    )
 }
 
 fn ms(d: Duration) -> f64 {

@@ -14,7 +14,7 @@ use std::time::Instant;
 use calico_calc::Calculator;
 use calico_dataplane::{Dataplane, RenderConfig};
 use calico_linux::{CommandError, Family, FirewallTables, IpSets, Ipset, Iptables, Netns};
-use calico_testkit::NetNs;
+use calico_testkit::{NetNs, Tails};
 
 const LOCAL: usize = 100;
 const SETS: usize = 200;
@@ -121,10 +121,9 @@ fn policy(n: usize, port: usize) -> (String, String) {
     (key, value)
 }
 
-fn stats(mut samples: Vec<f64>) -> (f64, f64, f64) {
-    samples.sort_by(f64::total_cmp);
-    let at = |p: f64| samples[((samples.len() as f64 - 1.0) * p).round() as usize];
-    (at(0.5), at(0.99), at(1.0))
+fn stats(samples: Vec<f64>) -> (f64, f64, f64) {
+    let t = Tails::of(samples).expect("samples");
+    (t.median, t.p99, t.max)
 }
 
 fn main() {

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore};
 use calico_linux::{Netlink, Netns, in_netns};
-use calico_testkit::{EtcdServer, NetNs};
+use calico_testkit::{EtcdServer, NetNs, Tails};
 use ipnet::{IpNet, Ipv4Net};
 use tokio::task::JoinHandle;
 use tokio::time::{MissedTickBehavior, interval, sleep};
@@ -435,18 +435,17 @@ async fn bench(etcd: String, netns: String) -> (Report, String) {
 }
 
 /// Median, 99th percentile and maximum (ms).
-fn stats(samples: &mut [f64]) -> (f64, f64, f64) {
-    samples.sort_by(f64::total_cmp);
-    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-    (at(0.5), at(0.99), at(1.0))
+fn stats(samples: &[f64]) -> (f64, f64, f64) {
+    let t = Tails::of(samples.iter().copied()).expect("at least one route showed");
+    (t.median, t.p99, t.max)
 }
 
 fn print(mut r: Report, log: &str) {
     if let Some(path) = std::env::var_os("CHURN_FELIX_LOG") {
         std::fs::write(&path, log).expect("CHURN_FELIX_LOG is writable");
     }
-    let (bm, bp, bx) = stats(&mut r.baseline_ms);
-    let (cm, cp, cx) = stats(&mut r.churn_ms);
+    let (bm, bp, bx) = stats(&r.baseline_ms);
+    let (cm, cp, cx) = stats(&r.churn_ms);
     let rate = f64::from(r.added) / r.churn_secs;
     // Percentiles are of the routes that did show; a workload removed (after ~1 s) before its
     // route showed is counted in the third column instead.

@@ -81,7 +81,7 @@ fn main() {
         clean.push(loss(&format!("{name}c{i}"), false));
         cut.push(loss(&format!("{name}l{i}"), true));
     }
-    let (e, f) = (median_p99(&mut existing), median_p99(&mut fresh));
+    let (e, f) = (median_p99(&existing), median_p99(&fresh));
     println!(
         "| new workload → reachable from another host ({SAMPLES} samples) | median | p99 | × existing block |"
     );
@@ -96,7 +96,7 @@ fn main() {
         f.1,
         f.0 / e.0
     );
-    let (c, l) = (median_p99(&mut clean), median_p99(&mut cut));
+    let (c, l) = (median_p99(&clean), median_p99(&cut));
     println!();
     println!(
         "| host lost → its block withdrawn on the other hosts ({LOSSES} samples) | median | max |"

@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore};
 use calico_lab::{Lab, sh};
+use calico_testkit::{NetNs, Tails};
 
 mod common;
 use common::{Down, lab, lab_bin};
@@ -31,6 +32,8 @@ const REFRESH_SECS: u32 = 10;
 const SERVER: &str = "10.66.1.1";
 /// Connections in flight at a time when measuring the connection setup rate.
 const CONN_PARALLEL: usize = 4;
+/// Runs of each throughput and connection-rate measurement; the median is reported.
+const RUNS: usize = 3;
 
 fn now_ns() -> u128 {
     SystemTime::now()
@@ -82,13 +85,7 @@ async fn latencies(name: &str, store: &EtcdDatastore) -> Vec<f64> {
             .expect("wait-open printed a time");
         samples.push((opened.saturating_sub(start)) as f64 / 1e6);
     }
-    samples.sort_by(f64::total_cmp);
     samples
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index]
 }
 
 /// Gbit/s received, from iperf3's JSON report.
@@ -98,50 +95,90 @@ fn gbits(report: &str) -> f64 {
     bits.unwrap_or_else(|| panic!("iperf3 failed:\n{report}")) / 1e9
 }
 
+/// One measured path: iperf3 throughput and the connection setup rate, each the median of
+/// `RUNS` runs, with the connection tails of the median run.
+#[derive(Debug, Clone, Copy)]
+struct PathFigures {
+    gbits: f64,
+    /// The lowest and highest of the runs' throughputs.
+    gbits_range: (f64, f64),
+    conns: Rate,
+    conns_range: (f64, f64),
+}
+
+/// `calico-lab connect-rate --json`.
+#[derive(Debug, Clone, Copy, serde::Deserialize)]
+struct Rate {
+    per_second: f64,
+    median_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+}
+
+impl PathFigures {
+    /// Runs `measure` (iperf3 report, connect-rate JSON) `RUNS` times.
+    fn measure(mut measure: impl FnMut() -> (String, String)) -> PathFigures {
+        let (mut gbits, mut rates) = (Vec::new(), Vec::new());
+        for _ in 0..RUNS {
+            let (iperf, rate) = measure();
+            gbits.push(self::gbits(&iperf));
+            let rate: Rate = serde_json::from_str(rate.trim())
+                .unwrap_or_else(|e| panic!("connect-rate printed {rate:?}: {e}"));
+            rates.push(rate);
+        }
+        gbits.sort_by(f64::total_cmp);
+        rates.sort_by(|a, b| a.per_second.total_cmp(&b.per_second));
+        PathFigures {
+            gbits: gbits[RUNS / 2],
+            gbits_range: (gbits[0], gbits[RUNS - 1]),
+            conns: rates[RUNS / 2],
+            conns_range: (rates[0].per_second, rates[RUNS - 1].per_second),
+        }
+    }
+}
+
 /// iperf3 throughput and the connection setup rate from the client to the server.
-fn path(name: &str) -> (f64, f64) {
-    let args = [
-        "exec", "client", "--", "iperf3", "-c", SERVER, "-t", "3", "-J",
-    ];
-    let gbits = gbits(&lab(name, &args));
+fn path(name: &str) -> PathFigures {
     let to = format!("{SERVER}:80");
     let parallel = CONN_PARALLEL.to_string();
     let bin = lab_bin();
-    let rate = lab(
-        name,
-        &[
-            "exec",
-            "client",
-            "--",
-            bin.to_str().unwrap(),
-            "connect-rate",
-            &to,
-            "--secs",
-            "3",
-            "--parallel",
-            &parallel,
-        ],
-    );
-    (
-        gbits,
-        rate.trim().parse().expect("connect-rate printed a number"),
-    )
+    PathFigures::measure(|| {
+        let iperf = lab(
+            name,
+            &[
+                "exec", "client", "--", "iperf3", "-c", SERVER, "-t", "3", "-J",
+            ],
+        );
+        let rate = lab(
+            name,
+            &[
+                "exec",
+                "client",
+                "--",
+                bin.to_str().unwrap(),
+                "connect-rate",
+                &to,
+                "--secs",
+                "3",
+                "--parallel",
+                &parallel,
+                "--json",
+            ],
+        );
+        (iperf, rate)
+    })
 }
 
 /// The same two measurements over a plain veth pair between two namespaces.
-fn plain_veth() -> (f64, f64) {
-    let (a, b) = (
-        format!("bench-veth-a-{}", std::process::id()),
-        format!("bench-veth-b-{}", std::process::id()),
-    );
+fn plain_veth() -> PathFigures {
+    let (ns_a, ns_b) = (NetNs::new("bench-veth-a"), NetNs::new("bench-veth-b"));
+    let (a, b) = (ns_a.name().to_owned(), ns_b.name().to_owned());
     let ip = |args: &[&str]| {
         assert!(
             Command::new("ip").args(args).status().unwrap().success(),
             "ip {args:?}"
         )
     };
-    ip(&["netns", "add", &a]);
-    ip(&["netns", "add", &b]);
     ip(&[
         "-n", &a, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", &b,
     ]);
@@ -150,44 +187,44 @@ fn plain_veth() -> (f64, f64) {
         ip(&["-n", ns, "link", "set", "eth0", "up"]);
         ip(&["-n", ns, "link", "set", "lo", "up"]);
     }
-    let mut server = sh::command_in(&b, "iperf3")
-        .args(["-s", "-1"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_secs(1));
-    let out = sh::command_in(&a, "iperf3")
-        .args(["-c", "10.67.0.2", "-t", "3", "-J"])
-        .output()
-        .unwrap();
-    let _ = server.wait();
     let mut echo = sh::command_in(&b, lab_bin())
         .args(["serve", "--ports", "80"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_secs(1));
     let parallel = CONN_PARALLEL.to_string();
-    let rate = sh::command_in(&a, lab_bin())
-        .args([
-            "connect-rate",
-            "10.67.0.2:80",
-            "--secs",
-            "3",
-            "--parallel",
-            &parallel,
-        ])
-        .output()
-        .unwrap();
+    let figures = PathFigures::measure(|| {
+        let mut server = sh::command_in(&b, "iperf3")
+            .args(["-s", "-1"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_secs(1));
+        let iperf = sh::command_in(&a, "iperf3")
+            .args(["-c", "10.67.0.2", "-t", "3", "-J"])
+            .output()
+            .unwrap();
+        let _ = server.wait();
+        let rate = sh::command_in(&a, lab_bin())
+            .args([
+                "connect-rate",
+                "10.67.0.2:80",
+                "--secs",
+                "3",
+                "--parallel",
+                &parallel,
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&iperf.stdout).into_owned(),
+            String::from_utf8_lossy(&rate.stdout).into_owned(),
+        )
+    });
     let _ = echo.kill();
     let _ = echo.wait();
-    let _ = Command::new("ip").args(["netns", "del", &a]).status();
-    let _ = Command::new("ip").args(["netns", "del", &b]).status();
-    let rate = String::from_utf8_lossy(&rate.stdout).trim().parse();
-    (
-        gbits(&String::from_utf8_lossy(&out.stdout)),
-        rate.expect("connect-rate printed a number"),
-    )
+    figures
 }
 
 #[tokio::main]
@@ -310,32 +347,26 @@ async fn main() {
     lab(&name, &["wait", "--timeout-secs", "300"]);
     let active = path(&name);
 
-    let (b50, b99, bmax) = (
-        percentile(&base, 0.5),
-        percentile(&base, 0.99),
-        percentile(&base, 1.0),
-    );
-    let (l50, l99, lmax) = (
-        percentile(&loaded, 0.5),
-        percentile(&loaded, 0.99),
-        percentile(&loaded, 1.0),
-    );
+    let base = Tails::of(base).expect("baseline samples");
+    let loaded = Tails::of(loaded).expect("samples with policies");
+    let ratio = loaded.ratio(&base);
     println!(
         "| policy programming latency ({ENDPOINTS} local endpoints, {SAMPLES} samples, drift check every {REFRESH_SECS} s) | median | p99 | max |"
     );
     println!("| --- | --- | --- | --- |");
-    println!("| no other policies (baseline) | {b50:.1} ms | {b99:.1} ms | {bmax:.1} ms |");
     println!(
-        "| {POLICIES} policies | {l50:.1} ms ({:.2}×) | {l99:.1} ms ({:.2}×) | {lmax:.1} ms ({:.2}×) |",
-        l50 / b50,
-        l99 / b99,
-        lmax / bmax
+        "| no other policies (baseline) | {:.1} ms | {:.1} ms | {:.1} ms |",
+        base.median, base.p99, base.max
+    );
+    println!(
+        "| {POLICIES} policies | {:.1} ms ({:.2}×) | {:.1} ms ({:.2}×) | {:.1} ms ({:.2}×) |",
+        loaded.median, ratio.median, loaded.p99, ratio.p99, loaded.max, ratio.max
     );
     println!();
     println!(
-        "| path, client on host2 → server on host1 | iperf3 Gbit/s (3 s, one stream) | × routed | new TCP connections/s ({CONN_PARALLEL} at a time, 3 s) | × routed |"
+        "| path, client on host2 → server on host1 (median of {RUNS} runs, [lowest, highest]) | iperf3 Gbit/s (3 s, one stream) | × routed | new TCP connections/s ({CONN_PARALLEL} at a time, 3 s) | × routed | connect → echo: median | p99 | max |"
     );
-    println!("| --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     let rows = [
         ("plain veth pair between two namespaces", veth),
         (
@@ -348,11 +379,21 @@ async fn main() {
             active,
         ),
     ];
-    for (what, (gbits, conns)) in rows {
+    for (what, p) in rows {
+        let c = p.conns;
         println!(
-            "| {what} | {gbits:.2} | {:.2} | {conns:.0} | {:.2} |",
-            gbits / routed.0,
-            conns / routed.1
+            "| {what} | {:.2} [{:.2}, {:.2}] | {:.2} | {:.0} [{:.0}, {:.0}] | {:.2} | {:.3} ms | {:.3} ms | {:.3} ms |",
+            p.gbits,
+            p.gbits_range.0,
+            p.gbits_range.1,
+            p.gbits / routed.gbits,
+            c.per_second,
+            p.conns_range.0,
+            p.conns_range.1,
+            c.per_second / routed.conns.per_second,
+            c.median_ms,
+            c.p99_ms,
+            c.max_ms,
         );
     }
 }

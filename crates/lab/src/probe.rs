@@ -273,6 +273,17 @@ pub async fn first_open(
     bail!("{to} did not open within {deadline:?}")
 }
 
+/// What [`connect_rate`] measured: connections per second, and how long each took from
+/// `connect()` to its echoed byte (milliseconds).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ConnectRate {
+    pub per_second: f64,
+    pub connections: usize,
+    pub median_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
 /// New TCP connections per second to `to` over `duration`, `parallel` (at least 1) at a time: each one
 /// connects, exchanges one byte with the echo server (so the handshake went through every
 /// chain both ways) and closes with a reset (no TIME_WAIT left behind, so runs do not slow each
@@ -281,34 +292,48 @@ pub async fn connect_rate(
     to: SocketAddr,
     duration: Duration,
     parallel: usize,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<ConnectRate> {
     let started = tokio::time::Instant::now();
     let end = started + duration;
     let mut workers = tokio::task::JoinSet::new();
     anyhow::ensure!(parallel > 0, "parallel: at least one connection at a time");
     for _ in 0..parallel {
         workers.spawn(async move {
-            let mut count = 0u64;
+            let mut took = Vec::new();
             let mut byte = [0u8; 1];
             while tokio::time::Instant::now() < end {
+                let began = tokio::time::Instant::now();
                 let mut stream = timeout(Duration::from_secs(2), TcpStream::connect(to))
                     .await
                     .with_context(|| format!("connecting to {to} timed out"))?
                     .with_context(|| format!("connecting to {to}"))?;
                 stream.write_all(b"x").await?;
                 stream.read_exact(&mut byte).await?;
+                took.push(began.elapsed().as_secs_f64() * 1000.0);
                 // Close with a reset: a FIN would leave the port in TIME_WAIT for a minute, and
                 // a few seconds at this rate fill the ephemeral port range (then connect() itself
                 // slows down, whatever the path).
                 socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO))?;
-                count += 1;
             }
-            anyhow::Ok(count)
+            anyhow::Ok(took)
         });
     }
-    let mut total = 0;
+    let mut took = Vec::new();
     while let Some(done) = workers.join_next().await {
-        total += done??;
+        took.extend(done??);
     }
-    Ok(total as f64 / started.elapsed().as_secs_f64())
+    anyhow::ensure!(
+        !took.is_empty(),
+        "no connection to {to} completed in {duration:?}"
+    );
+    let per_second = took.len() as f64 / started.elapsed().as_secs_f64();
+    took.sort_by(f64::total_cmp);
+    let at = |q: f64| took[((took.len() - 1) as f64 * q).round() as usize];
+    Ok(ConnectRate {
+        per_second,
+        connections: took.len(),
+        median_ms: at(0.5),
+        p99_ms: at(0.99),
+        max_ms: at(1.0),
+    })
 }

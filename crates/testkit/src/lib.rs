@@ -6,9 +6,11 @@
 //! - [`require_tool`]: fail loudly when a tool the test needs is not installed.
 //! - [`free_port`]: a loopback TCP port nobody listens on.
 //! - [`NetNs`]: a network namespace for one test, removed on `Drop`.
+//! - [`Tails`]: median, p99 and maximum of a benchmark's samples.
 
 mod etcd;
 mod netns;
+mod stats;
 mod tls;
 
 use std::net::TcpListener;
@@ -16,6 +18,7 @@ use std::path::Path;
 
 pub use etcd::{EtcdServer, ServerTls};
 pub use netns::{NetNs, processes_in_netns};
+pub use stats::Tails;
 pub use tls::Pki;
 
 /// The Debian package that provides each tool the tests use.
@@ -34,6 +37,8 @@ const PACKAGES: &[(&str, &str)] = &[
     ("nsenter", "util-linux"),
     ("podman", "podman"),
     ("runc", "runc"),
+    ("conntrack", "conntrack"),
+    ("dockerd", "docker.io"),
     ("busybox", "busybox-static"),
     ("/usr/lib/cni/host-local", "containernetworking-plugins"),
     ("/usr/lib/cni/ptp", "containernetworking-plugins"),

@@ -46,8 +46,7 @@ impl Drop for Down {
 }
 
 /// Median and 99th percentile of samples.
-pub fn median_p99(samples: &mut [f64]) -> (f64, f64) {
-    samples.sort_by(f64::total_cmp);
-    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-    (at(0.5), at(0.99))
+pub fn median_p99(samples: &[f64]) -> (f64, f64) {
+    let t = calico_testkit::Tails::of(samples.iter().copied()).expect("samples");
+    (t.median, t.p99)
 }

@@ -1,5 +1,6 @@
 //! `calico-lab connect-rate ADDR` (run inside a workload): new TCP connections per second to a
-//! workload's echo server, printed as a number; the system benchmark's connection setup rate.
+//! workload's echo server and how long each took (median, p99, max); the system benchmark's
+//! connection setup rate. `--json` prints the same as one JSON object.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -15,6 +16,9 @@ pub struct Args {
     /// Connections in flight at a time (at least 1).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     parallel: u16,
+    /// Print `{"per_second", "connections", "median_ms", "p99_ms", "max_ms"}`.
+    #[arg(long)]
+    json: bool,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -24,6 +28,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.parallel.into(),
     )
     .await?;
-    println!("{rate:.0}");
+    if args.json {
+        println!("{}", serde_json::to_string(&rate)?);
+    } else {
+        println!(
+            "{:.0} connections/s ({} in {} s); connect to echo: median {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+            rate.per_second, rate.connections, args.secs, rate.median_ms, rate.p99_ms, rate.max_ms
+        );
+    }
     Ok(())
 }
