@@ -313,3 +313,45 @@ fn untracked_policy_in_the_raw_table() {
     assert!(!filter.contains("policy failsafe/bgp"), "{filter}");
     assert!(filter.contains("untracked policy allowed"), "{filter}");
 }
+
+/// A tier of several policies has a chain of its own that leaves as soon as one accepted or
+/// passed; a tier of one is a plain jump. The last policy needs no test after it.
+#[test]
+fn a_tier_of_several_policies_has_its_own_chain() {
+    let calc = cluster(
+        "my-host",
+        &[(
+            "/calico/v1/policy/tier/failsafe/policy/zz-last",
+            r#"{"selector": "all()", "order": 1000,
+                "inbound_rules": [{"protocol": "tcp", "dst_ports": [8080], "action": "allow"}],
+                "outbound_rules": [{"action": "next-tier"}]}"#,
+        )],
+    );
+    let text = render_filter(calc.state(), &RenderConfig::default(), IpVersion::V4);
+    let endpoint = chain_rules(&text, "cali-wi-cali0ef24b1");
+    assert_eq!(endpoint[1], "-j cali-ti0-cali0ef24b1", "{text}");
+    let failsafe = calico_dataplane::policy_chain(true, "failsafe", "failsafe");
+    let last = calico_dataplane::policy_chain(true, "failsafe", "zz-last");
+    assert_eq!(
+        chain_rules(&text, "cali-ti0-cali0ef24b1"),
+        [
+            format!("-j {failsafe}"),
+            "-m mark ! --mark 0x0/0x3000000 -j RETURN".to_owned(),
+            format!("-j {last}"),
+        ]
+    );
+    let host = chain_rules(&text, "cali-hi-eth0");
+    assert!(host.contains(&"-j cali-thi0-eth0"), "{text}");
+    assert!(
+        host.contains(
+            &format!(
+                "-j {}",
+                calico_dataplane::policy_chain(true, "my-tier", "webserver")
+            )
+            .as_str()
+        ),
+        "a tier of one stays a jump: {text}"
+    );
+    // The policy's own chain: an allow as its last rule needs no RETURN after it.
+    assert_eq!(chain_rules(&text, &last).len(), 1, "{text}");
+}

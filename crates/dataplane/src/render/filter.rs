@@ -3,9 +3,10 @@
 //!
 //! Marks carry the outcome between chains: a policy or profile chain that allows sets the
 //! accept bit and returns; `next-tier` sets the pass bit. An endpoint chain clears both, runs each
-//! tier (passing over the rest of a tier once the pass bit is set, returning at once on accept,
-//! dropping at the end of a tier that neither passed nor accepted), then the profiles, then
-//! drops. The entry chains accept what an endpoint chain accepted.
+//! tier (a tier of several policies in a chain of its own that returns as soon as either bit is
+//! set; returning at once on accept, dropping at the end of a tier that neither passed nor
+//! accepted), then the profiles, then drops. The entry chains accept what an endpoint chain
+//! accepted.
 //!
 //! Only our interfaces are touched: workload interfaces (`InterfacePrefix`) and the interfaces
 //! of host endpoints. Other traffic returns to the kernel chains untouched.
@@ -366,8 +367,16 @@ impl Renderer<'_> {
         } else if let Some(spoof) = self.anti_spoofing(iface, &program.addresses, &mut chain_out) {
             chains.push(spoof);
         }
-        self.policy_body(&mut chain_in, program, true);
-        self.policy_body(&mut chain_out, program, false);
+        let tier_prefix = |inbound: bool| match (host, inbound) {
+            (false, true) => "cali-ti",
+            (false, false) => "cali-te",
+            (true, true) => "cali-thi",
+            (true, false) => "cali-the",
+        };
+        for (chain, inbound) in [(&mut chain_in, true), (&mut chain_out, false)] {
+            let tier_chain = |index: usize| format!("{}{index}-{iface}", tier_prefix(inbound));
+            chains.extend(self.policy_body(chain, program, inbound, tier_chain));
+        }
         chains.push(chain_in);
         chains.push(chain_out);
         chains
@@ -417,36 +426,66 @@ impl Renderer<'_> {
         }
     }
 
-    /// Tiers, then profiles, then drop.
-    fn policy_body(&self, chain: &mut Chain, program: &EndpointProgram, inbound: bool) {
+    /// Tiers, then profiles, then drop; returns the chains of tiers with several policies.
+    ///
+    /// A tier with one policy is a jump in the endpoint chain. A tier with several has a chain
+    /// of its own (named by `tier_chain(index)`) that leaves as soon as a policy accepted or
+    /// passed: once a policy says `next-tier`, a packet walks none of the tier's other
+    /// policies (it used to test two marks for each of them).
+    fn policy_body(
+        &self,
+        chain: &mut Chain,
+        program: &EndpointProgram,
+        inbound: bool,
+        tier_chain: impl Fn(usize) -> String,
+    ) -> Vec<Chain> {
         if !program.active {
             chain.rules.extend(self.drop("", "endpoint inactive"));
-            return;
+            return Vec::new();
         }
         let marks = self.config.marks;
         let not_passed = format!("-m mark --mark 0x0/{:#x}", marks.pass);
+        let decided = format!("-m mark ! --mark 0x0/{:#x} -j RETURN", marks.both());
+        let mut tiers = Vec::new();
         chain.push(self.clear_marks());
         for (index, tier) in program.tiers.iter().enumerate() {
             if index > 0 {
                 chain.push(format!("-j MARK --set-xmark 0x0/{:#x}", marks.pass));
             }
-            for id in &tier.policies {
-                let target = policy_chain(inbound, &id.tier, &id.name);
-                chain.push(format!("{not_passed} -j {target}"));
-                chain.push(format!("{} -j RETURN", self.if_accepted()));
+            let jumps: Vec<String> = tier
+                .policies
+                .iter()
+                .map(|id| format!("-j {}", policy_chain(inbound, &id.tier, &id.name)))
+                .collect();
+            match jumps.as_slice() {
+                [] => {}
+                [one] => chain.push(one.clone()),
+                several => {
+                    let mut own = Chain::new(tier_chain(index));
+                    for (n, jump) in several.iter().enumerate() {
+                        own.push(jump.clone());
+                        if n + 1 < several.len() {
+                            own.push(decided.clone());
+                        }
+                    }
+                    chain.push(format!("-j {}", own.name));
+                    tiers.push(own);
+                }
             }
+            chain.push(format!("{} -j RETURN", self.if_accepted()));
             let why = format!("end of tier {}", tier.name);
             chain.rules.extend(self.drop(&not_passed, &why));
         }
         if program.missing_profile {
             chain.rules.extend(self.drop("", "missing profile"));
-            return;
+            return tiers;
         }
         for profile in &program.profiles {
             chain.push(format!("-j {}", profile_chain(inbound, profile)));
             chain.push(format!("{} -j RETURN", self.if_accepted()));
         }
         chain.rules.extend(self.drop("", "no profile matched"));
+        tiers
     }
 
     /// The inbound and outbound chains of a policy or profile.
@@ -472,6 +511,14 @@ impl Renderer<'_> {
                     comment: format!("{what} {direction} rule {}", index + 1),
                 };
                 chain.rules.extend(render_rule(rule, &cx));
+            }
+            // Falling off the end of a chain returns: a last `… -j RETURN` only costs a test.
+            if chain
+                .rules
+                .last()
+                .is_some_and(|r| r.ends_with(" -j RETURN"))
+            {
+                chain.rules.pop();
             }
             chain
         })
