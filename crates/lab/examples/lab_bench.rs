@@ -325,27 +325,44 @@ async fn main() {
     let routed = path(&name);
     bypass(false);
     let chains = path(&name);
-    for i in 0..ACTIVE_POLICIES {
-        // All select the server; none matches iperf3's port, so a new connection walks them all.
-        let value = format!(
-            r#"{{"selector": "app == \"server\"", "order": {}, "inbound_rules": [{{"protocol": "tcp", "dst_ports": [{}], "action": "allow"}}, {{"action": "next-tier"}}], "outbound_rules": [{{"action": "next-tier"}}]}}"#,
-            i + 1,
-            10_000 + i
-        );
-        store
-            .put(
-                &format!("/calico/v1/policy/tier/active/policy/a{i:04}"),
-                &value,
-            )
-            .await
-            .unwrap();
-    }
+    // All select the server and none matches the ports used. First each ends in `next-tier`
+    // (the first one a connection meets passes it on); then only the last does, so a new
+    // connection walks all 1,000 policy chains.
+    let write_active = |every_one_passes: bool| {
+        let store = &store;
+        async move {
+            for i in 0..ACTIVE_POLICIES {
+                let pass = every_one_passes || i + 1 == ACTIVE_POLICIES;
+                let next_tier = if pass {
+                    r#", {"action": "next-tier"}"#
+                } else {
+                    ""
+                };
+                let value = format!(
+                    r#"{{"selector": "app == \"server\"", "order": {}, "inbound_rules": [{{"protocol": "tcp", "dst_ports": [{}], "action": "allow"}}{next_tier}], "outbound_rules": [{{"action": "next-tier"}}]}}"#,
+                    i + 1,
+                    10_000 + i
+                );
+                store
+                    .put(
+                        &format!("/calico/v1/policy/tier/active/policy/a{i:04}"),
+                        &value,
+                    )
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+    write_active(true).await;
     store
         .put("/calico/v1/policy/tier/active/metadata", r#"{"order": 5}"#)
         .await
         .unwrap();
     lab(&name, &["wait", "--timeout-secs", "300"]);
     let active = path(&name);
+    write_active(false).await;
+    lab(&name, &["wait", "--timeout-secs", "300"]);
+    let walked = path(&name);
 
     let base = Tails::of(base).expect("baseline samples");
     let loaded = Tails::of(loaded).expect("samples with policies");
@@ -375,8 +392,12 @@ async fn main() {
         ),
         ("routed, through our chains, no policy", chains),
         (
-            "routed, through our chains, 1,000 policies on the server",
+            "routed, through our chains, 1,000 policies on the server, the first passes (`next-tier`)",
             active,
+        ),
+        (
+            "routed, through our chains, 1,000 policies on the server, all walked",
+            walked,
         ),
     ];
     for (what, p) in rows {

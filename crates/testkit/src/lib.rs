@@ -39,6 +39,7 @@ const PACKAGES: &[(&str, &str)] = &[
     ("runc", "runc"),
     ("conntrack", "conntrack"),
     ("dockerd", "docker.io"),
+    ("docker", "docker.io"),
     ("busybox", "busybox-static"),
     ("/usr/lib/cni/host-local", "containernetworking-plugins"),
     ("/usr/lib/cni/ptp", "containernetworking-plugins"),

@@ -1,0 +1,231 @@
+//! The network driver's decisions, pure: what a network and an endpoint must look like, the
+//! endpoint's JSON (seed 003), the network's default profile, and what `Join` answers.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use calico_linux::Family;
+use calico_model::pool::IpPool;
+use ipnet::IpNet;
+use serde_json::json;
+
+use crate::api::{
+    CreateEndpointRequest, CreateNetworkRequest, InterfaceName, JoinResponse, StaticRoute,
+};
+use crate::error::DriverError;
+
+/// The container's gateway: the host side answers ARP for it (proxy ARP).
+pub const GATEWAY_V4: &str = "169.254.1.1";
+
+/// Network options dockerd always sends; anything else (`-o key=value`) is refused.
+const ENABLE_IPV6: &str = "com.docker.network.enable_ipv6";
+const GENERIC: &str = "com.docker.network.generic";
+
+/// Checks a `CreateNetwork`: no driver options (none is defined yet), and every pool either
+/// this driver's "any Calico pool" or inside an enabled Calico pool (a network of another IPAM
+/// driver's addresses would have no routes in the cluster).
+pub fn check_network(request: &CreateNetworkRequest, pools: &[IpPool]) -> Result<(), DriverError> {
+    for (key, value) in request.options.iter().flatten() {
+        match key.as_str() {
+            ENABLE_IPV6 => {}
+            GENERIC => {
+                if let Some((option, _)) = value.as_object().and_then(|o| o.iter().next()) {
+                    return Err(DriverError::invalid(
+                        "Options",
+                        option,
+                        "unknown driver option",
+                    ));
+                }
+            }
+            other => return Err(DriverError::invalid("Options", other, "unknown option")),
+        }
+    }
+    let data = [&request.ipv4_data, &request.ipv6_data];
+    for pool in data.into_iter().flatten().flatten() {
+        let net: IpNet = pool
+            .pool
+            .parse()
+            .map_err(|_| DriverError::invalid("Pool", &pool.pool, "not a CIDR"))?;
+        let any = net.prefix_len() == 0;
+        if !any
+            && !pools
+                .iter()
+                .any(|p| p.assigns_addresses() && p.cidr.contains(&net))
+        {
+            return Err(DriverError::invalid(
+                "Pool",
+                &pool.pool,
+                "not inside an enabled Calico pool: create the network with this driver as \
+                 --ipam-driver too",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What `CreateEndpoint` hands the driver: the addresses IPAM gave, and a MAC if one was asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointSpec {
+    pub addresses: Vec<IpAddr>,
+    pub mac: Option<[u8; 6]>,
+}
+
+impl EndpointSpec {
+    /// Reads `Interface` of a `CreateEndpoint`: an IPv4 address is required (the container's
+    /// default route is IPv4); the prefix length dockerd adds is dropped (the endpoint owns a
+    /// /32).
+    pub fn parse(request: &CreateEndpointRequest) -> Result<EndpointSpec, DriverError> {
+        let interface = request.interface.clone().unwrap_or_default();
+        let mut addresses = vec![
+            address("Interface.Address", &interface.address)?.ok_or_else(|| {
+                DriverError::invalid(
+                    "Interface.Address",
+                    "",
+                    "no IPv4 address: use this driver as --ipam-driver",
+                )
+            })?,
+        ];
+        addresses.extend(address("Interface.AddressIPv6", &interface.address_ipv6)?);
+        let mac = match interface.mac_address.as_str() {
+            "" => None,
+            text => Some(parse_mac(text)?),
+        };
+        Ok(EndpointSpec { addresses, mac })
+    }
+
+    /// The families the host side needs settings for.
+    pub fn families(&self) -> Vec<Family> {
+        let mut families = vec![Family::V4];
+        if self.addresses.iter().any(IpAddr::is_ipv6) {
+            families.push(Family::V6);
+        }
+        families
+    }
+}
+
+fn address(field: &'static str, text: &str) -> Result<Option<IpAddr>, DriverError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let ip = match text.parse::<IpNet>() {
+        Ok(net) => net.addr(),
+        Err(_) => text
+            .parse::<IpAddr>()
+            .map_err(|_| DriverError::invalid(field, text, "not an address"))?,
+    };
+    Ok(Some(ip))
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(text: &str) -> Result<[u8; 6], DriverError> {
+    let bad = || DriverError::invalid("Interface.MacAddress", text, "not a MAC address");
+    let parts: Vec<&str> = text.split(':').collect();
+    if parts.len() != 6 {
+        return Err(bad());
+    }
+    let mut mac = [0u8; 6];
+    for (byte, part) in mac.iter_mut().zip(parts) {
+        *byte = u8::from_str_radix(part, 16).map_err(|_| bad())?;
+    }
+    Ok(mac)
+}
+
+pub fn format_mac(mac: [u8; 6]) -> String {
+    mac.map(|b| format!("{b:02x}")).join(":")
+}
+
+/// The endpoint's value (seed 003): active, the host side's name, the container's MAC, its
+/// addresses as /32 and /128, and the network's profile.
+pub fn endpoint_json(veth: &str, mac: [u8; 6], profile: &str, addresses: &[IpAddr]) -> String {
+    let nets = |v4: bool| -> Vec<String> {
+        addresses
+            .iter()
+            .filter(|ip| ip.is_ipv4() == v4)
+            .map(|ip| IpNet::from(*ip).to_string())
+            .collect()
+    };
+    json!({
+        "state": "active",
+        "name": veth,
+        "mac": format_mac(mac),
+        "profile_ids": [profile],
+        "ipv4_nets": nets(true),
+        "ipv6_nets": nets(false),
+    })
+    .to_string()
+}
+
+/// The network's profile as calico-containers made it: tagged with the network's name, inbound
+/// from that tag, all outbound. Keys and values, tags first.
+pub fn default_profile(network: &str) -> [(String, String); 2] {
+    let tags = calico_model::Key::ProfileTags {
+        profile: network.to_owned(),
+    };
+    let rules = calico_model::Key::ProfileRules {
+        profile: network.to_owned(),
+    };
+    let rules_value = json!({
+        "inbound_rules": [{"action": "allow", "src_tag": network}],
+        "outbound_rules": [{"action": "allow"}],
+    });
+    [
+        (tags.to_string(), json!([network]).to_string()),
+        (rules.to_string(), rules_value.to_string()),
+    ]
+}
+
+/// `Join`'s answer: the veth end to move in, and, for the first endpoint of a sandbox, the
+/// routes through 169.254.1.1 (a second network's identical routes would fail with "file
+/// exists" and leave the container unable to start).
+pub fn join_response(temp: &str, first_in_sandbox: bool) -> JoinResponse {
+    let static_routes = if first_in_sandbox {
+        vec![
+            StaticRoute {
+                destination: format!("{GATEWAY_V4}/32"),
+                route_type: 1,
+                next_hop: None,
+            },
+            StaticRoute {
+                destination: "0.0.0.0/0".to_owned(),
+                route_type: 0,
+                next_hop: Some(GATEWAY_V4.to_owned()),
+            },
+        ]
+    } else {
+        Vec::new()
+    };
+    JoinResponse {
+        interface_name: InterfaceName {
+            src_name: temp.to_owned(),
+            dst_prefix: "eth".to_owned(),
+        },
+        static_routes,
+        disable_gateway_service: true,
+    }
+}
+
+/// Which endpoints have joined which sandbox, so that only a sandbox's first gets the routes.
+#[derive(Debug, Default)]
+pub struct Sandboxes {
+    members: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Sandboxes {
+    /// Records `endpoint` in `sandbox`; whether it is the sandbox's first.
+    pub fn join(&mut self, sandbox: &str, endpoint: &str) -> bool {
+        let members = self.members.entry(sandbox.to_owned()).or_default();
+        members.insert(endpoint.to_owned());
+        members.len() == 1
+    }
+
+    /// Forgets `endpoint` wherever it joined.
+    pub fn leave(&mut self, endpoint: &str) {
+        self.members.retain(|_, members| {
+            members.remove(endpoint);
+            !members.is_empty()
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests;

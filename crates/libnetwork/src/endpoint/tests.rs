@@ -1,0 +1,139 @@
+use super::*;
+
+use crate::server::parse;
+
+fn pools() -> Vec<IpPool> {
+    vec![calico_model::from_json(r#"{"cidr": "10.65.0.0/16"}"#).unwrap()]
+}
+
+const EP: &str = "d594538e6c7555095dd637dff4235631d8f2f4370e020b727f5f899696519a93";
+
+fn network(body: &str) -> CreateNetworkRequest {
+    parse("NetworkDriver.CreateNetwork", body.as_bytes()).unwrap()
+}
+
+#[test]
+fn networks_take_calico_pools_and_no_options() {
+    let ok = r#"{"NetworkID":"42dd","Options":{"com.docker.network.enable_ipv6":false,"com.docker.network.generic":{}},"IPv4Data":[{"AddressSpace":"CalicoLocal","Gateway":"0.0.0.0/0","Pool":"0.0.0.0/0"}],"IPv6Data":[]}"#;
+    check_network(&network(ok), &pools()).unwrap();
+    let subnet = ok.replace(r#""Pool":"0.0.0.0/0""#, r#""Pool":"10.65.1.0/24""#);
+    check_network(&network(&subnet), &pools()).unwrap();
+    let foreign = ok.replace(r#""Pool":"0.0.0.0/0""#, r#""Pool":"172.18.0.0/16""#);
+    let err = check_network(&network(&foreign), &pools())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("Pool \"172.18.0.0/16\": not inside an enabled Calico pool"),
+        "{err}"
+    );
+    let opt = ok.replace(
+        r#""com.docker.network.generic":{}"#,
+        r#""com.docker.network.generic":{"mtu":"1400"}"#,
+    );
+    let err = check_network(&network(&opt), &pools())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("Options \"mtu\": unknown driver option"),
+        "{err}"
+    );
+}
+
+fn endpoint(interface: &str) -> Result<EndpointSpec, DriverError> {
+    let body = format!(
+        r#"{{"NetworkID":"n","EndpointID":"{EP}","Interface":{interface},"Options":{{}}}}"#
+    );
+    EndpointSpec::parse(&parse("NetworkDriver.CreateEndpoint", body.as_bytes()).unwrap())
+}
+
+#[test]
+fn endpoints_need_an_ipv4_address() {
+    let spec = endpoint(r#"{"Address":"10.65.0.5/32","AddressIPv6":"","MacAddress":""}"#).unwrap();
+    assert_eq!(spec.addresses, ["10.65.0.5".parse::<IpAddr>().unwrap()]);
+    assert_eq!((spec.mac, spec.families()), (None, vec![Family::V4]));
+    let spec = endpoint(
+        r#"{"Address":"10.65.0.5/16","AddressIPv6":"fd80::5/64","MacAddress":"ee:ee:ee:ee:ee:01"}"#,
+    )
+    .unwrap();
+    assert_eq!(spec.addresses.len(), 2);
+    assert_eq!(spec.mac, Some([0xee, 0xee, 0xee, 0xee, 0xee, 1]));
+    assert_eq!(spec.families(), vec![Family::V4, Family::V6]);
+    let err = endpoint(r#"{"Address":""}"#).unwrap_err().to_string();
+    assert!(
+        err.contains("Interface.Address \"\": no IPv4 address"),
+        "{err}"
+    );
+    let err = endpoint(r#"{"Address":"10.65.0.5/32","MacAddress":"zz"}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("Interface.MacAddress \"zz\": not a MAC address"),
+        "{err}"
+    );
+}
+
+#[test]
+fn malformed_bodies_name_the_field() {
+    let err = parse::<crate::api::JoinRequest>(
+        "NetworkDriver.Join",
+        br#"{"NetworkID":"n","EndpointID":5}"#,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.starts_with("NetworkDriver.Join: malformed request: EndpointID:"),
+        "{err}"
+    );
+    let err = parse::<crate::api::JoinRequest>("NetworkDriver.Join", b"not json")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("malformed request"), "{err}");
+}
+
+#[test]
+fn the_endpoint_json_follows_seed_003() {
+    let json = endpoint_json(
+        "calid594538e6c7",
+        [0xee, 0, 0, 0, 0, 1],
+        "net1",
+        &["10.65.0.5".parse().unwrap()],
+    );
+    let key = crate::names::endpoint_key("h1", "e4da01fbfec8", EP).unwrap();
+    let value = calico_model::parse_value(&key, &json).unwrap();
+    assert!(format!("{value:?}").contains("calid594538e6c7"));
+    assert_eq!(
+        json,
+        r#"{"state":"active","name":"calid594538e6c7","mac":"ee:00:00:00:00:01","profile_ids":["net1"],"ipv4_nets":["10.65.0.5/32"],"ipv6_nets":[]}"#
+    );
+    let [(tags, tags_value), (rules, rules_value)] = default_profile("net1");
+    assert_eq!(
+        (tags.as_str(), tags_value.as_str()),
+        ("/calico/v1/policy/profile/net1/tags", r#"["net1"]"#)
+    );
+    assert_eq!(rules, "/calico/v1/policy/profile/net1/rules");
+    assert_eq!(
+        rules_value,
+        r#"{"inbound_rules":[{"action":"allow","src_tag":"net1"}],"outbound_rules":[{"action":"allow"}]}"#
+    );
+}
+
+#[test]
+fn only_a_sandboxs_first_endpoint_gets_the_routes() {
+    let mut sandboxes = Sandboxes::default();
+    assert!(sandboxes.join("/netns/a", "e1"));
+    assert!(!sandboxes.join("/netns/a", "e2"));
+    assert!(sandboxes.join("/netns/b", "e3"));
+    sandboxes.leave("e1");
+    sandboxes.leave("e2");
+    assert!(sandboxes.join("/netns/a", "e4"));
+    let first = serde_json::to_string(&join_response("tmpd594538e6c7", true)).unwrap();
+    assert_eq!(
+        first,
+        r#"{"InterfaceName":{"SrcName":"tmpd594538e6c7","DstPrefix":"eth"},"StaticRoutes":[{"Destination":"169.254.1.1/32","RouteType":1},{"Destination":"0.0.0.0/0","RouteType":0,"NextHop":"169.254.1.1"}],"DisableGatewayService":true}"#
+    );
+    assert!(
+        join_response("tmpd594538e6c7", false)
+            .static_routes
+            .is_empty()
+    );
+}

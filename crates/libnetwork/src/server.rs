@@ -1,0 +1,205 @@
+//! The plugin's HTTP side: every call is `POST /<Api>.<Call>` with a JSON body, answered with
+//! the call's response or `{"Err": "..."}` (status 500, as libnetwork's plugin helpers answer
+//! errors). Served on a unix socket, which is unlinked when the server stops: dockerd retries
+//! a stale socket's calls for ~15 s each.
+//!
+//! ```text
+//! dockerd ──POST──► axum (one task per connection) ──► dispatch ──► Driver (etcd, IPAM, netlink)
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path as CallPath, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::net::UnixListener;
+
+use crate::api::{self, CONTENT_TYPE, Empty, ErrorResponse};
+use crate::driver::Driver;
+use crate::error::DriverError;
+use crate::{endpoint, pool};
+
+/// The network driver's scope. Local: dockerd 20.10 refuses to create a network of a
+/// global-scope driver unless it is a swarm manager ("This node is not a swarm manager"), and
+/// nothing needs dockerd to share networks between hosts: every host's driver shares one etcd,
+/// so networks of the same name on several hosts share one profile, one pool and one policy
+/// (docs/docker.md).
+const SCOPE: &str = "local";
+
+/// The router over a driver.
+pub fn router(driver: Arc<Driver>) -> Router {
+    Router::new()
+        .route("/{call}", post(handle))
+        .with_state(driver)
+}
+
+/// Serves on `socket` until `shutdown` completes, then removes the socket.
+pub async fn serve(
+    driver: Arc<Driver>,
+    socket: &Path,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let _unlink = Unlink(socket.to_owned());
+    let listener = UnixListener::bind(socket)?;
+    axum::serve(listener, router(driver))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Removes the socket file when dropped.
+#[derive(Debug)]
+struct Unlink(PathBuf);
+
+impl Drop for Unlink {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+async fn handle(
+    State(driver): State<Arc<Driver>>,
+    CallPath(call): CallPath<String>,
+    body: Bytes,
+) -> Response {
+    tracing::debug!(call, body = %String::from_utf8_lossy(&body), "request");
+    match dispatch(&driver, &call, &body).await {
+        Ok(json) => {
+            tracing::debug!(call, answer = %json, "answer");
+            reply(StatusCode::OK, json)
+        }
+        Err(e) => {
+            e.log(&call);
+            let json = serde_json::to_string(&ErrorResponse { err: e.to_string() })
+                .unwrap_or_else(|_| "{}".to_owned());
+            reply(StatusCode::INTERNAL_SERVER_ERROR, json)
+        }
+    }
+}
+
+fn reply(status: StatusCode, json: String) -> Response {
+    (status, [(header::CONTENT_TYPE, CONTENT_TYPE)], json).into_response()
+}
+
+/// Parses a request body as `T`, naming the field that does not fit.
+pub fn parse<T: DeserializeOwned>(call: &str, body: &[u8]) -> Result<T, DriverError> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| DriverError::Malformed {
+        call: call.to_owned(),
+        path: e.path().to_string(),
+        reason: e.inner().to_string(),
+    })
+}
+
+fn json(value: impl Serialize) -> Result<String, DriverError> {
+    Ok(serde_json::to_string(&value).expect("responses serialize"))
+}
+
+async fn dispatch(driver: &Driver, call: &str, body: &[u8]) -> Result<String, DriverError> {
+    match call {
+        "Plugin.Activate" => json(api::ActivateResponse {
+            implements: vec!["NetworkDriver", "IpamDriver"],
+        }),
+        "NetworkDriver.GetCapabilities" => json(api::NetworkCapabilities {
+            scope: SCOPE,
+            connectivity_scope: SCOPE,
+        }),
+        "IpamDriver.GetCapabilities" => json(api::IpamCapabilities {
+            requires_mac_address: false,
+        }),
+        "IpamDriver.GetDefaultAddressSpaces" => json(api::AddressSpaces {
+            local_default_address_space: pool::LOCAL_SPACE,
+            global_default_address_space: pool::GLOBAL_SPACE,
+        }),
+        "NetworkDriver.DiscoverNew"
+        | "NetworkDriver.DiscoverDelete"
+        | "NetworkDriver.ProgramExternalConnectivity"
+        | "NetworkDriver.RevokeExternalConnectivity" => json(Empty {}),
+        call if call.starts_with("NetworkDriver.") => network_call(driver, call, body).await,
+        call if call.starts_with("IpamDriver.") => ipam_call(driver, call, body).await,
+        other => Err(DriverError::UnknownCall {
+            call: other.to_owned(),
+        }),
+    }
+}
+
+async fn network_call(driver: &Driver, call: &str, body: &[u8]) -> Result<String, DriverError> {
+    match call {
+        "NetworkDriver.CreateNetwork" => {
+            let request: api::CreateNetworkRequest = parse(call, body)?;
+            endpoint::check_network(&request, &driver.pools().await?)?;
+            json(Empty {})
+        }
+        "NetworkDriver.DeleteNetwork" => {
+            let request: api::DeleteNetworkRequest = parse(call, body)?;
+            driver.delete_network(&request.network_id);
+            json(Empty {})
+        }
+        "NetworkDriver.CreateEndpoint" => {
+            let request: api::CreateEndpointRequest = parse(call, body)?;
+            let spec = endpoint::EndpointSpec::parse(&request)?;
+            driver
+                .create_endpoint(&request.network_id, &request.endpoint_id, spec)
+                .await?;
+            // Never echo the address: libnetwork refuses a driver that "modified" it.
+            json(Empty {})
+        }
+        "NetworkDriver.EndpointOperInfo" => {
+            let _: api::EndpointRequest = parse(call, body)?;
+            json(api::EndpointInfoResponse::default())
+        }
+        "NetworkDriver.Join" => {
+            let request: api::JoinRequest = parse(call, body)?;
+            let (veth, first) = driver
+                .join(&request.endpoint_id, &request.sandbox_key)
+                .await?;
+            json(endpoint::join_response(&veth.temp, first))
+        }
+        "NetworkDriver.Leave" | "NetworkDriver.DeleteEndpoint" => {
+            let request: api::EndpointRequest = parse(call, body)?;
+            let forget = call == "NetworkDriver.DeleteEndpoint";
+            driver.remove_endpoint(&request.endpoint_id, forget).await?;
+            json(Empty {})
+        }
+        other => Err(DriverError::UnknownCall {
+            call: other.to_owned(),
+        }),
+    }
+}
+
+async fn ipam_call(driver: &Driver, call: &str, body: &[u8]) -> Result<String, DriverError> {
+    match call {
+        "IpamDriver.RequestPool" => {
+            let request: api::RequestPoolRequest = parse(call, body)?;
+            json(pool::request_pool(&request, &driver.pools().await?)?)
+        }
+        "IpamDriver.ReleasePool" => {
+            let request: api::ReleasePoolRequest = parse(call, body)?;
+            pool::PoolId::parse(&request.pool_id)?;
+            json(Empty {})
+        }
+        "IpamDriver.RequestAddress" => {
+            let request: api::RequestAddressRequest = parse(call, body)?;
+            let wanted = pool::address_wanted(&request)?;
+            let address = driver.request_address(wanted).await?;
+            json(api::RequestAddressResponse {
+                address,
+                data: Default::default(),
+            })
+        }
+        "IpamDriver.ReleaseAddress" => {
+            let request: api::ReleaseAddressRequest = parse(call, body)?;
+            let pool = pool::PoolId::parse(&request.pool_id)?;
+            driver.release_address(pool, &request.address).await?;
+            json(Empty {})
+        }
+        other => Err(DriverError::UnknownCall {
+            call: other.to_owned(),
+        }),
+    }
+}

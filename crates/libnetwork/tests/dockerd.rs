@@ -1,0 +1,494 @@
+//! A real dockerd drives the driver: one host namespace with etcd, Felix, the driver and
+//! dockerd (its own data-root, exec-root, socket; `--iptables=false --bridge=none`), a busybox
+//! image imported locally. Containers on one Calico network ping each other; one on another
+//! network cannot until the profile lets it; removing everything leaves no endpoint key, no
+//! veth and a clean IPAM check.
+//!
+//! Needs root, etcd, iproute2, util-linux (nsenter), busybox-static, docker.io, iptables and
+//! ipset (Felix), and `target/debug/calico-felix` (`cargo build -p calico-felix`).
+//! Debug a run from another shell with `nsenter --net=/run/netns/<ns> ...` (the namespace name
+//! is printed) and `docker -H unix://<dir>/docker.sock ...`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use calico_datastore::{EtcdConfig, EtcdDatastore};
+use calico_ipam::Ipam;
+use calico_linux::{Netns, in_netns};
+use calico_testkit::{EtcdServer, NetNs, eventually, require_tool};
+
+const DRIVER: &str = env!("CARGO_BIN_EXE_calico-libnetwork");
+const POOL: &str = "10.65.0.0/16";
+
+fn felix_bin() -> PathBuf {
+    let path = PathBuf::from(DRIVER).with_file_name("calico-felix");
+    assert!(
+        path.is_file(),
+        "{} is missing: build it first (cargo build -p calico-felix; scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+fn unique(prefix: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}-{}-{n}", std::process::id())
+}
+
+fn check(output: Output, what: &str) -> String {
+    assert!(
+        output.status.success(),
+        "{what} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// A long-running process in the namespace, stopped with SIGTERM (then SIGKILL) on drop.
+struct Process {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Process {
+    fn start(
+        name: &'static str,
+        netns: &str,
+        dir: &Path,
+        program: &Path,
+        args: &[&str],
+    ) -> Process {
+        let log = dir.join(format!("{name}.log"));
+        let out = std::fs::File::create(&log).expect("log file");
+        // nsenter execs the program in place: the child's pid is the program's.
+        let child = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{netns}"))
+            .arg(program)
+            .args(args)
+            .env("FELIX_LOGFILEPATH", "none")
+            .env("CALICO_LIBNETWORK_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log file"))
+            .stderr(out)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        Process { name, child, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).output();
+        for _ in 0..100 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("{} did not stop on SIGTERM: killing it", self.name);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// dockerd in the namespace with all its state in one directory; containers removed and the
+/// daemon stopped on drop.
+struct Dockerd {
+    socket: String,
+    /// The `--cgroup-parent`, removed from every hierarchy once dockerd has stopped.
+    cgroup: String,
+    process: Option<Process>,
+}
+
+impl Dockerd {
+    fn start(netns: &str, dir: &Path) -> Dockerd {
+        let d = dir.display();
+        std::fs::write(
+            dir.join("daemon.json"),
+            format!(r#"{{"deprecated-key-path": "{d}/key.json"}}"#),
+        )
+        .expect("daemon.json");
+        let args = [
+            format!("--config-file={d}/daemon.json"),
+            format!("--data-root={d}/data"),
+            format!("--exec-root={d}/exec"),
+            format!("--host=unix://{d}/docker.sock"),
+            format!("--pidfile={d}/docker.pid"),
+            format!("--cgroup-parent=/{netns}"),
+            "--iptables=false".into(),
+            "--ip-forward=false".into(),
+            "--ip-masq=false".into(),
+            "--bridge=none".into(),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let process = Process::start("dockerd", netns, dir, Path::new("dockerd"), &args);
+        let dockerd = Dockerd {
+            socket: format!("unix://{d}/docker.sock"),
+            cgroup: netns.to_owned(),
+            process: Some(process),
+        };
+        eventually("dockerd answers", Duration::from_secs(30), || {
+            let out = dockerd.run(&["version", "--format", "{{.Server.Version}}"]);
+            out.status
+                .success()
+                .then_some(())
+                .ok_or_else(|| String::from_utf8_lossy(&out.stderr).into_owned())
+        });
+        dockerd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("docker")
+            .args(["-H", &self.socket])
+            .args(args)
+            .output()
+            .expect("docker runs")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        check(self.run(args), &format!("docker {}", args.join(" ")))
+    }
+
+    /// Imports a busybox rootfs as `bb:local`.
+    fn import_busybox(&self, dir: &Path) {
+        let root = dir.join("rootfs");
+        std::fs::create_dir_all(root.join("bin")).expect("rootfs");
+        let busybox = which("busybox");
+        std::fs::copy(&busybox, root.join("bin/busybox")).expect("copy busybox");
+        for applet in ["sh", "sleep", "ping", "ip", "cat"] {
+            std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).expect("applet");
+        }
+        let tar = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "tar -C {} -c . | docker -H {} import - bb:local",
+                root.display(),
+                self.socket
+            ))
+            .output()
+            .expect("sh runs");
+        check(tar, "docker import");
+    }
+
+    fn ip_of(&self, container: &str) -> String {
+        self.ok(&[
+            "inspect",
+            "-f",
+            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+            container,
+        ])
+    }
+
+    fn pings(&self, from: &str, to: &str) -> bool {
+        self.run(&["exec", from, "ping", "-c", "1", "-W", "1", to])
+            .status
+            .success()
+    }
+}
+
+impl Drop for Dockerd {
+    fn drop(&mut self) {
+        let ids = self.run(&["ps", "-aq"]);
+        for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
+            let _ = self.run(&["rm", "-f", id]);
+        }
+        self.process.take();
+        // dockerd leaves its (empty) cgroup parent in each hierarchy.
+        for hierarchy in std::fs::read_dir("/sys/fs/cgroup")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let _ = std::fs::remove_dir(hierarchy.path().join(&self.cgroup));
+        }
+    }
+}
+
+fn which(tool: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{tool} not on PATH"))
+}
+
+/// Removes the plugin's socket, whatever state the driver died in: a stale socket makes every
+/// dockerd on the machine retry its calls for 15 s.
+struct SocketGuard(PathBuf);
+
+impl Drop for SocketGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Runs the IPAM audit from inside the namespace (etcd listens on its loopback).
+fn ipam_report(netns: &str, endpoint: &str) -> calico_ipam::Report {
+    let endpoint = endpoint.to_owned();
+    in_netns(&Netns::named(netns), move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async move {
+            let config = EtcdConfig {
+                endpoints: vec![endpoint],
+                ..EtcdConfig::default()
+            };
+            let store = EtcdDatastore::connect(config)
+                .await
+                .map_err(std::io::Error::other)?;
+            Ipam::new(Arc::new(store))
+                .check()
+                .await
+                .map_err(std::io::Error::other)
+        })
+    })
+    .expect("ipam check runs")
+}
+
+fn host_links(netns: &NetNs) -> Vec<String> {
+    netns
+        .run_ok("ip", &["-o", "link", "show"], "")
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .map(|name| name.split('@').next().unwrap_or(name).to_owned())
+        .filter(|name| name.starts_with("cali") || name.starts_with("tmp"))
+        .collect()
+}
+
+/// The host's namespace: a default route out of a veth whose peer goes nowhere (proxy ARP answers for
+/// 169.254.1.1 only when the host has a route towards it) and forwarding on.
+fn host_namespace() -> NetNs {
+    let netns = NetNs::new("lnw");
+    eprintln!("host namespace: nsenter --net=/run/netns/{}", netns.name());
+    for args in [
+        "link add uplink type veth peer name uplink-peer",
+        "addr add 192.0.2.1/24 dev uplink",
+        "link set uplink-peer up",
+        "link set uplink up",
+        "route add default via 192.0.2.254 dev uplink",
+    ] {
+        let args: Vec<&str> = args.split(' ').collect();
+        netns.run_ok("ip", &args, "");
+    }
+    netns.run_ok("sh", &["-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"], "");
+    netns
+}
+
+fn net_with_subnet(docker: &Dockerd, plugin: &str, name: &str, subnet: &str) {
+    docker.ok(&[
+        "network",
+        "create",
+        "--driver",
+        plugin,
+        "--ipam-driver",
+        plugin,
+        "--subnet",
+        subnet,
+        name,
+    ]);
+}
+
+#[test]
+fn docker_networks_connect_their_containers_and_clean_up() {
+    for tool in [
+        "ip", "nsenter", "busybox", "etcd", "etcdctl", "iptables", "ipset",
+    ] {
+        require_tool(tool);
+    }
+    require_tool("dockerd");
+    require_tool("docker");
+    let felix = felix_bin();
+    let dir = tempfile::Builder::new()
+        .prefix("lnw")
+        .tempdir()
+        .expect("temp dir");
+    let netns = host_namespace();
+    let ns = netns.name().to_owned();
+    let host = unique("docker");
+    let plugin = unique("calico");
+    let etcd = EtcdServer::start_in_netns(&ns);
+    etcd.put(
+        &format!("/calico/v1/ipam/v4/pool/{}", POOL.replace('/', "-")),
+        &format!(r#"{{"cidr": "{POOL}"}}"#),
+    );
+    etcd.put("/calico/v1/Ready", "true");
+    let endpoint = etcd.endpoint();
+
+    let felix_env = [
+        format!("FELIX_ETCDENDPOINTS={endpoint}"),
+        format!("FELIX_FELIXHOSTNAME={host}"),
+    ];
+    let mut felix_args: Vec<&str> = felix_env.iter().map(String::as_str).collect();
+    felix_args.push(felix.to_str().expect("utf-8 path"));
+    let _felix = Process::start("felix", &ns, dir.path(), Path::new("env"), &felix_args);
+
+    let socket = PathBuf::from(format!("/run/docker/plugins/{plugin}.sock"));
+    let _socket = SocketGuard(socket.clone());
+    let docker_socket = format!("{}/docker.sock", dir.path().display());
+    let driver = Process::start(
+        "calico-libnetwork",
+        &ns,
+        dir.path(),
+        Path::new(DRIVER),
+        &[
+            "--plugin-name",
+            &plugin,
+            "--hostname",
+            &host,
+            "--etcd-endpoints",
+            &endpoint,
+            "--docker-socket",
+            &docker_socket,
+        ],
+    );
+    eventually("the driver's socket", Duration::from_secs(10), || {
+        socket.exists().then_some(()).ok_or_else(|| driver.log())
+    });
+
+    let docker = Dockerd::start(&ns, dir.path());
+    docker.import_busybox(dir.path());
+    let net = |name: &str| {
+        docker.ok(&[
+            "network",
+            "create",
+            "--driver",
+            &plugin,
+            "--ipam-driver",
+            &plugin,
+            name,
+        ]);
+    };
+    net("net1");
+    net("net2");
+    for (name, network) in [("c1", "net1"), ("c2", "net1"), ("c3", "net2")] {
+        let out = docker.run(&[
+            "run", "-d", "--name", name, "--net", network, "bb:local", "sleep", "600",
+        ]);
+        assert!(
+            out.status.success(),
+            "docker run {name}: {}\ndriver log:\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            driver.log()
+        );
+    }
+    let ip1 = docker.ip_of("c1");
+    assert!(
+        ip1.starts_with("10.65."),
+        "c1 got {ip1:?}, not an address of {POOL}"
+    );
+
+    let keys = etcd.etcdctl(&[
+        "get",
+        "--prefix",
+        "--keys-only",
+        &format!("/calico/v1/host/{host}/workload/docker/"),
+    ]);
+    let keys = check(keys, "etcdctl get");
+    assert_eq!(
+        keys.lines().filter(|l| !l.is_empty()).count(),
+        3,
+        "endpoint keys:\n{keys}"
+    );
+
+    let first = keys.lines().next().expect("a key");
+    let value = check(
+        etcd.etcdctl(&["get", "--print-value-only", first]),
+        "etcdctl get",
+    );
+    let value: serde_json::Value = serde_json::from_str(&value).expect("endpoint JSON");
+    assert_eq!(value["state"], "active", "{value}");
+    assert!(
+        value["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("cali") && n.len() == 15),
+        "{value}"
+    );
+    assert!(
+        value["mac"].as_str().is_some_and(|m| m.len() == 17),
+        "{value}"
+    );
+    assert!(
+        value["profile_ids"] == serde_json::json!(["net1"])
+            || value["profile_ids"] == serde_json::json!(["net2"]),
+        "{value}"
+    );
+
+    eventually("c2 pings c1 on net1", Duration::from_secs(30), || {
+        docker
+            .pings("c2", &ip1)
+            .then_some(())
+            .ok_or_else(|| "no answer".to_owned())
+    });
+    assert!(!docker.pings("c3", &ip1), "c3 on net2 reached c1 on net1");
+
+    // The operator opens net1 to net2: the drop was policy.
+    etcd.put(
+        "/calico/v1/policy/profile/net1/rules",
+        r#"{"inbound_rules":[{"action":"allow","src_tag":"net1"},{"action":"allow","src_tag":"net2"}],"outbound_rules":[{"action":"allow"}]}"#,
+    );
+    eventually(
+        "c3 pings c1 once net1 allows net2",
+        Duration::from_secs(30),
+        || {
+            docker
+                .pings("c3", &ip1)
+                .then_some(())
+                .ok_or_else(|| "no answer".to_owned())
+        },
+    );
+
+    // Bad input: a subnet outside every pool, an address already taken.
+    let out = docker.run(&[
+        "network",
+        "create",
+        "--driver",
+        &plugin,
+        "--ipam-driver",
+        &plugin,
+        "--subnet",
+        "192.168.7.0/24",
+        "outside",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("subnet 192.168.7.0/24 is not inside an enabled Calico pool"),
+        "network create --subnet outside the pools: {err}"
+    );
+    net_with_subnet(&docker, &plugin, "net3", POOL);
+    let out = docker.run(&[
+        "run", "-d", "--name", "c4", "--net", "net3", "--ip", &ip1, "bb:local", "sleep", "600",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("address already in use"),
+        "docker run --ip of c1: {err}"
+    );
+    let _ = docker.run(&["rm", "-f", "c4"]);
+
+    docker.ok(&["rm", "-f", "c1", "c2", "c3"]);
+    docker.ok(&["network", "rm", "net1", "net2", "net3"]);
+    let keys = etcd.etcdctl(&[
+        "get",
+        "--prefix",
+        "--keys-only",
+        &format!("/calico/v1/host/{host}/"),
+    ]);
+    let keys = check(keys, "etcdctl get");
+    assert!(!keys.contains("/workload/"), "endpoint keys left:\n{keys}");
+    assert_eq!(host_links(&netns), Vec::<String>::new(), "veths left");
+    let report = ipam_report(&ns, &endpoint);
+    assert!(report.is_clean(), "ipam check: {report:?}");
+}

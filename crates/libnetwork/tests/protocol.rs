@@ -1,0 +1,273 @@
+//! The driver binary on a private socket against a real etcd, spoken to as dockerd would, without
+//! dockerd: the plugin handshake, the IPAM calls end to end (assign, exact address, release,
+//! the gateway address dockerd releases) and the `{"Err": ...}` answers to bad input.
+//!
+//! Needs etcd (etcd-server); no root.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use calico_datastore::{EtcdConfig, EtcdDatastore};
+use calico_ipam::Ipam;
+use calico_testkit::{EtcdServer, eventually};
+use serde_json::{Value, json};
+
+const DRIVER: &str = env!("CARGO_BIN_EXE_calico-libnetwork");
+
+/// The driver, killed on drop (the socket lives in a temp dir that goes with it).
+struct Driver {
+    child: Child,
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Driver {
+    fn start(etcd: &EtcdServer) -> Driver {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("calico.sock");
+        let log = std::fs::File::create(dir.path().join("driver.log")).expect("log file");
+        let child = Command::new(DRIVER)
+            .args(["--socket", socket.to_str().expect("utf-8")])
+            .args([
+                "--hostname",
+                "proto-host",
+                "--etcd-endpoints",
+                &etcd.endpoint(),
+            ])
+            .args(["--docker-socket", "/nonexistent/docker.sock"])
+            .stdin(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("the driver starts");
+        eventually("the driver's socket", Duration::from_secs(10), || {
+            socket
+                .exists()
+                .then_some(())
+                .ok_or_else(|| "not yet".to_owned())
+        });
+        Driver {
+            child,
+            socket,
+            _dir: dir,
+        }
+    }
+
+    /// POSTs `body` to `/<call>`; the status and the JSON answer.
+    fn call(&self, call: &str, body: &str) -> (u16, Value) {
+        post(&self.socket, call, body)
+    }
+
+    fn ok(&self, call: &str, body: Value) -> Value {
+        let (status, answer) = self.call(call, &body.to_string());
+        assert_eq!(status, 200, "{call} {body}: {answer}");
+        answer
+    }
+
+    fn err(&self, call: &str, body: &str) -> String {
+        let (status, answer) = self.call(call, body);
+        assert_eq!(status, 500, "{call} {body} should fail: {answer}");
+        answer["Err"].as_str().expect("an Err string").to_owned()
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn post(socket: &Path, call: &str, body: &str) -> (u16, Value) {
+    let mut stream = UnixStream::connect(socket).expect("connect to the driver");
+    write!(
+        stream,
+        "POST /{call} HTTP/1.0\r\nHost: plugin\r\nContent-Type: \
+         application/vnd.docker.plugins.v1.2+json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("answer");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/vnd.docker.plugins.v1.2+json"),
+        "{head}"
+    );
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .expect("status")
+        .parse()
+        .expect("a code");
+    (status, serde_json::from_str(body).expect("a JSON body"))
+}
+
+fn ipam_check(etcd: &EtcdServer) -> calico_ipam::Report {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let config = EtcdConfig {
+            endpoints: vec![etcd.endpoint()],
+            ..EtcdConfig::default()
+        };
+        let store = EtcdDatastore::connect(config).await.expect("etcd");
+        Ipam::new(Arc::new(store))
+            .check()
+            .await
+            .expect("ipam check")
+    })
+}
+
+fn started() -> (EtcdServer, Driver) {
+    let etcd = EtcdServer::start();
+    etcd.put(
+        "/calico/v1/ipam/v4/pool/10.66.0.0-16",
+        r#"{"cidr": "10.66.0.0/16"}"#,
+    );
+    let driver = Driver::start(&etcd);
+    (etcd, driver)
+}
+
+#[test]
+fn handshake_and_capabilities() {
+    let (_etcd, driver) = started();
+    let activate = driver.ok("Plugin.Activate", json!({}));
+    assert_eq!(
+        activate,
+        json!({"Implements": ["NetworkDriver", "IpamDriver"]})
+    );
+    let caps = driver.ok("NetworkDriver.GetCapabilities", json!({}));
+    assert_eq!(
+        caps,
+        json!({"Scope": "local", "ConnectivityScope": "local"})
+    );
+    let spaces = driver.ok("IpamDriver.GetDefaultAddressSpaces", json!({}));
+    assert_eq!(spaces["LocalDefaultAddressSpace"], "CalicoLocal");
+    for optional in [
+        "NetworkDriver.DiscoverNew",
+        "NetworkDriver.DiscoverDelete",
+        "NetworkDriver.ProgramExternalConnectivity",
+        "NetworkDriver.RevokeExternalConnectivity",
+    ] {
+        assert_eq!(driver.ok(optional, json!({})), json!({}));
+    }
+}
+
+#[test]
+fn addresses_come_from_calico_ipam_and_go_back() {
+    let (etcd, driver) = started();
+    let pool = driver.ok(
+        "IpamDriver.RequestPool",
+        json!({"AddressSpace": "CalicoLocal", "Pool": "", "SubPool": "", "Options": {}, "V6": false}),
+    );
+    assert_eq!(pool["PoolID"], "CalicoPoolIPv4");
+    assert_eq!(pool["Data"]["com.docker.network.gateway"], "0.0.0.0/0");
+    let any = json!({"PoolID": "CalicoPoolIPv4", "Address": "", "Options": null});
+    let first = driver.ok("IpamDriver.RequestAddress", any.clone());
+    let address = first["Address"].as_str().expect("an address").to_owned();
+    assert!(
+        address.starts_with("10.66.") && address.ends_with("/32"),
+        "{address}"
+    );
+    let ip = address.trim_end_matches("/32").to_owned();
+
+    let taken = json!({"PoolID": "CalicoPoolIPv4", "Address": ip}).to_string();
+    let err = driver.err("IpamDriver.RequestAddress", &taken);
+    assert!(err.contains("address already in use"), "{err}");
+
+    let exact = driver.ok(
+        "IpamDriver.RequestAddress",
+        json!({"PoolID": "CalicoPoolIPv4", "Address": "10.66.200.9"}),
+    );
+    assert_eq!(exact["Address"], "10.66.200.9/32");
+
+    for address in [ip.as_str(), "10.66.200.9", "0.0.0.0"] {
+        driver.ok(
+            "IpamDriver.ReleaseAddress",
+            json!({"PoolID": "CalicoPoolIPv4", "Address": address}),
+        );
+    }
+    driver.ok(
+        "IpamDriver.ReleasePool",
+        json!({"PoolID": "CalicoPoolIPv4"}),
+    );
+    let report = ipam_check(&etcd);
+    assert!(report.is_clean(), "{report:?}");
+    let handles = etcd.etcdctl(&["get", "--prefix", "--keys-only", "/calico/ipam/v2/handle/"]);
+    assert_eq!(
+        String::from_utf8_lossy(&handles.stdout).trim(),
+        "",
+        "handles left"
+    );
+}
+
+#[test]
+fn bad_input_is_an_err_naming_the_cause() {
+    let (etcd, driver) = started();
+    let cases = [
+        (
+            "IpamDriver.RequestPool",
+            r#"{"AddressSpace":"CalicoLocal","Pool":"192.168.0.0/24"}"#,
+            "subnet 192.168.0.0/24 is not inside an enabled Calico pool (pools: 10.66.0.0/16)",
+        ),
+        (
+            "NetworkDriver.Join",
+            r#"{"NetworkID":"n","EndpointID":5}"#,
+            "malformed request: EndpointID",
+        ),
+        (
+            "NetworkDriver.Join",
+            "not json",
+            "NetworkDriver.Join: malformed request",
+        ),
+        (
+            "NetworkDriver.Bogus",
+            "{}",
+            "unknown plugin call NetworkDriver.Bogus",
+        ),
+        (
+            "NetworkDriver.CreateNetwork",
+            r#"{"NetworkID":"n","Options":{"com.docker.network.generic":{"mtu":"1400"}},"IPv4Data":[]}"#,
+            "Options \"mtu\": unknown driver option",
+        ),
+        (
+            "NetworkDriver.CreateNetwork",
+            r#"{"NetworkID":"n","IPv4Data":[{"Pool":"172.18.0.0/16"}]}"#,
+            "not inside an enabled Calico pool",
+        ),
+        (
+            "NetworkDriver.CreateEndpoint",
+            r#"{"NetworkID":"n","EndpointID":"d594538e6c7555095dd6","Interface":{"Address":"10.66.0.1/32"}}"#,
+            "docker api at /nonexistent/docker.sock",
+        ),
+        (
+            "NetworkDriver.Join",
+            r#"{"NetworkID":"n","EndpointID":"d594538e6c7555095dd6","SandboxKey":"/run/netns/x"}"#,
+            "no CreateEndpoint seen",
+        ),
+        (
+            "IpamDriver.RequestAddress",
+            r#"{"PoolID":"CalicoPoolIPv4","Address":"10.67.0.1"}"#,
+            "10.67.0.1 is in no configured IP pool",
+        ),
+    ];
+    for (call, body, expected) in cases {
+        let err = driver.err(call, body);
+        assert!(err.contains(expected), "{call} {body}: {err}");
+    }
+    // Nothing written: no profile, no endpoint, no block.
+    let keys = etcd.etcdctl(&["get", "--prefix", "--keys-only", "/calico/"]);
+    let keys = String::from_utf8_lossy(&keys.stdout);
+    let written: Vec<&str> = keys
+        .lines()
+        .filter(|k| !k.is_empty() && !k.starts_with("/calico/v1/ipam/v4/pool/"))
+        .collect();
+    assert!(
+        written.is_empty(),
+        "written after refused calls: {written:?}"
+    );
+}
