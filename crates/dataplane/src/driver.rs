@@ -16,6 +16,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use calico_calc::{Changes, DesiredState};
 use calico_linux::{CommandError, Family, FirewallTables, IpSets, Ipset, Iptables, Netns};
@@ -61,12 +63,25 @@ impl Repairs {
     }
 }
 
+/// Running totals of what dataplanes wrote to the kernel, shared with whoever reports them
+/// (Felix's metrics); one instance may outlive several dataplanes.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Bytes of `iptables-restore` input (as stamped), all IP versions.
+    pub iptables_bytes: AtomicU64,
+    /// Bytes of `ipset restore` input.
+    pub ipset_bytes: AtomicU64,
+    /// Chains declared in that input: written, flushed or deleted.
+    pub chains: AtomicU64,
+}
+
 /// The kernel's firewall and what this dataplane wrote to it.
 #[derive(Debug)]
 struct Kernel {
     iptables: Box<dyn FirewallTables>,
     ipset: Box<dyn IpSets>,
     ledger: Ledger,
+    written: Arc<Written>,
 }
 
 impl Kernel {
@@ -77,6 +92,11 @@ impl Kernel {
         }
         let text = stamp::stamp_script(text);
         self.ledger.tables_written(family, &text);
+        let chains = text.lines().filter(|l| l.starts_with(':')).count();
+        let written = &self.written;
+        written.chains.fetch_add(chains as u64, Ordering::Relaxed);
+        let bytes = text.len() as u64;
+        written.iptables_bytes.fetch_add(bytes, Ordering::Relaxed);
         self.iptables.restore(family, &text)
     }
 
@@ -103,6 +123,8 @@ impl Kernel {
             return Ok(());
         }
         self.ledger.sets_written(text);
+        let bytes = text.len() as u64;
+        self.written.ipset_bytes.fetch_add(bytes, Ordering::Relaxed);
         self.ipset.restore(text)
     }
 }
@@ -208,6 +230,7 @@ impl Dataplane {
                 iptables,
                 ipset,
                 ledger: Ledger::default(),
+                written: Arc::default(),
             },
             planes: [
                 plane(Family::V4, IpVersion::V4),
@@ -215,6 +238,13 @@ impl Dataplane {
             ],
             config,
         }
+    }
+
+    /// Counts what this dataplane writes into `written` (shared with the reporter, and with the
+    /// dataplane this one replaces) instead of a total of its own.
+    pub fn counting_into(mut self, written: Arc<Written>) -> Dataplane {
+        self.kernel.written = written;
+        self
     }
 
     /// Makes the kernel match `state` in everything Calico owns (start-up, and after a

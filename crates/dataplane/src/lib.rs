@@ -11,7 +11,7 @@ pub mod stamp;
 pub mod vxlan;
 
 pub use drift::{KernelReader, KernelSnapshot};
-pub use driver::{Dataplane, Repairs};
+pub use driver::{Dataplane, Repairs, Written};
 pub use ipip::{Ipip, IpipChanges, IpipPlan};
 pub use render::config::{DropAction, EndpointToHostAction, MarkBits, RenderConfig};
 pub use render::{

@@ -440,7 +440,7 @@ fn stats(samples: &[f64]) -> (f64, f64, f64) {
     (t.median, t.p99, t.max)
 }
 
-fn print(mut r: Report, log: &str) {
+fn print(r: Report, log: &str) {
     if let Some(path) = std::env::var_os("CHURN_FELIX_LOG") {
         std::fs::write(&path, log).expect("CHURN_FELIX_LOG is writable");
     }

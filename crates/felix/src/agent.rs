@@ -23,12 +23,13 @@
 //! the loop for the supervisor to restart Felix.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use calico_calc::{Calculator, EndpointKey};
 use calico_dataplane::KernelSnapshot;
-use calico_dataplane::{Dataplane, Ipip, Routing, Vxlan};
+use calico_dataplane::{Dataplane, Ipip, Routing, Vxlan, Written};
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore, WatchEvent};
 use calico_linux::{CommandError, LinkEvent, LinkEvents, Netlink, Netns};
 use calico_model::Key;
@@ -161,12 +162,18 @@ pub async fn run(
     warn_unknown(&inputs, &mut warned);
     let started = Instant::now();
     let mut links = LinkEvents::subscribe(&netns).context("watching interfaces")?;
+    // What every dataplane (the first, and each after a live reload) writes, for the metrics.
+    let written = Arc::new(Written::default());
+    let dataplane = |config: &Config| {
+        Dataplane::new(netns.clone(), config.render()).counting_into(written.clone())
+    };
     let mut felix = Felix {
         store,
         hostname: hostname.clone(),
         statuses: StatusReporter::new(&hostname),
         calc: Calculator::new(&hostname),
-        firewall: Firewall::new(Dataplane::new(netns.clone(), config.render())),
+        firewall: Firewall::new(dataplane(&config)),
+        written: written.clone(),
         routing: Routing::new(netns.clone(), &config.interface_prefix)
             .context("opening netlink")?,
         metrics,
@@ -216,9 +223,7 @@ pub async fn run(
                     match reload(store, &config, &mut inputs, &mut warned).await {
                         Reload::Same => {}
                         Reload::Live(new) => {
-                            felix
-                                .firewall
-                                .replace(Dataplane::new(netns.clone(), new.render()));
+                            felix.firewall.replace(dataplane(&new));
                             refresh = ticker(new.iptables_refresh);
                             route_refresh = ticker(new.route_refresh);
                             config = *new;
@@ -416,6 +421,8 @@ struct Felix<'a> {
     encap: Encapsulation,
     /// The revision of the last datastore update received.
     seen_revision: i64,
+    /// What the firewall wrote to the kernel so far.
+    written: Arc<Written>,
 }
 
 impl Felix<'_> {
@@ -575,6 +582,7 @@ impl Felix<'_> {
                 self.metrics.failed(tool_of(&error.command));
             }
         }
+        self.metrics.count_written(&self.written);
         if self.stale.routes {
             match self.routing.sync(self.calc.state()).await {
                 Ok(changed) => {

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::routing::get;
+use calico_dataplane::Written;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -39,6 +40,10 @@ pub struct Metrics {
     pub failures: Family<ToolLabels, Counter>,
     /// Local endpoints programmed.
     pub endpoints: Gauge,
+    /// Bytes of restore input written to the kernel, by tool (`iptables`, `ipset`).
+    pub written_bytes: Family<ToolLabels, Counter>,
+    /// iptables chains written (declared in restore input: written, flushed or deleted).
+    pub written_chains: Counter,
 }
 
 impl Default for Metrics {
@@ -99,6 +104,18 @@ impl Metrics {
             "Local endpoints programmed",
             endpoints.clone(),
         );
+        let written_bytes = Family::<ToolLabels, Counter>::default();
+        registry.register(
+            "dataplane_written_bytes",
+            "Bytes of restore input written to the kernel, by tool",
+            written_bytes.clone(),
+        );
+        let written_chains = Counter::default();
+        registry.register(
+            "dataplane_written_chains",
+            "iptables chains written, flushed or deleted",
+            written_chains.clone(),
+        );
         Metrics {
             registry: Arc::new(registry),
             updates,
@@ -109,7 +126,26 @@ impl Metrics {
             repairs,
             failures,
             endpoints,
+            written_bytes,
+            written_chains,
         }
+    }
+
+    /// Brings the written-bytes and -chains counters up to the dataplane's running totals
+    /// (which only grow, and which only this agent reads).
+    pub fn count_written(&self, written: &Written) {
+        let catch_up = |counter: &Counter, total: &AtomicU64| {
+            let total = total.load(Ordering::Relaxed);
+            counter.inc_by(total.saturating_sub(counter.get()));
+        };
+        for (tool, total) in [
+            ("iptables", &written.iptables_bytes),
+            ("ipset", &written.ipset_bytes),
+        ] {
+            let labels = vec![("tool".to_owned(), tool.to_owned())];
+            catch_up(&self.written_bytes.get_or_create(&labels), total);
+        }
+        catch_up(&self.written_chains, &written.chains);
     }
 
     /// Counts a failure of `tool`.
@@ -219,6 +255,12 @@ mod tests {
         metrics.applied_revision.set(42);
         metrics.failed("iptables");
         metrics.apply_seconds.observe(0.003);
+        let written = Written::default();
+        written.ipset_bytes.store(120, Ordering::Relaxed);
+        metrics.count_written(&written);
+        written.ipset_bytes.store(200, Ordering::Relaxed);
+        written.chains.store(3, Ordering::Relaxed);
+        metrics.count_written(&written);
         let text = metrics.render();
         assert!(text.contains("felix_applied_revision 42"), "{text}");
         assert!(
@@ -227,6 +269,18 @@ mod tests {
         );
         assert!(
             text.contains("felix_dataplane_apply_seconds_count 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"felix_dataplane_written_bytes_total{tool="ipset"} 200"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"felix_dataplane_written_bytes_total{tool="iptables"} 0"#),
+            "{text}"
+        );
+        assert!(
+            text.contains("felix_dataplane_written_chains_total 3"),
             "{text}"
         );
     }

@@ -114,7 +114,8 @@ impl StatusReporter {
     }
 
     /// Deletes the statuses under this host that no endpoint of `desired` has (left by an
-    /// earlier run); other keys under the host (Felix's own status) stay.
+    /// earlier run) and remembers the others as written; other keys under the host (Felix's own
+    /// status) stay.
     async fn remove_leftovers(
         &mut self,
         store: &dyn Datastore,
@@ -135,9 +136,14 @@ impl StatusReporter {
                 Ok(Key::HostEndpointStatus(id)) => EndpointKey::Host(id),
                 _ => continue,
             };
-            if !desired.contains_key(&endpoint)
-                && let Err(error) = store.delete(&pair.key).await
-            {
+            if desired.contains_key(&endpoint) {
+                // A restarted Felix rewrites only the statuses that differ.
+                if let Ok(found) = serde_json::from_str::<EndpointStatus>(&pair.value) {
+                    self.reported.insert(endpoint, found.status);
+                }
+                continue;
+            }
+            if let Err(error) = store.delete(&pair.key).await {
                 tracing::warn!(%error, key = pair.key, "cannot delete a stale endpoint status");
                 ok = false;
             }
@@ -247,11 +253,19 @@ mod tests {
         );
 
         let revision = store.revision();
-        assert!(reporter.report(&store, desired).await);
+        assert!(reporter.report(&store, desired.clone()).await);
         assert_eq!(
             store.revision(),
             revision,
             "nothing changed: nothing written"
+        );
+
+        let mut restarted = StatusReporter::new("h1");
+        assert!(restarted.report(&store, desired.clone()).await);
+        assert_eq!(
+            store.revision(),
+            revision,
+            "a restarted Felix finds the statuses as it would write them"
         );
 
         calc.apply(DB, None);
