@@ -49,6 +49,10 @@ struct Baseline {
 pub struct Ledger {
     generation: u64,
     chains: HashMap<ChainKey, Written>,
+    /// Chains deleted, with the generation of the deletion: one deleted after a read began is
+    /// not stale in that read (kept until a check has seen past it).
+    deleted: HashMap<ChainKey, u64>,
+    /// Sets by the generation they were last written, created or destroyed in.
     sets: HashMap<String, u64>,
     baselines: HashMap<ChainKey, Baseline>,
 }
@@ -88,6 +92,7 @@ impl Ledger {
                 let key = (family, table, chain.trim().to_owned());
                 self.chains.remove(&key);
                 self.baselines.remove(&key);
+                self.deleted.insert(key, generation);
             }
         }
         for ((table, chain), count) in rules {
@@ -131,10 +136,7 @@ impl Ledger {
                     self.sets.insert(a.to_owned(), self.generation);
                     self.sets.insert(b.to_owned(), self.generation);
                 }
-                (Some("destroy"), Some(name), _) => {
-                    self.sets.remove(name);
-                }
-                (Some("create" | "add" | "del" | "flush"), Some(name), _) => {
+                (Some("create" | "add" | "del" | "flush" | "destroy"), Some(name), _) => {
                     self.sets.insert(name.to_owned(), self.generation);
                 }
                 _ => {}
@@ -192,11 +194,17 @@ impl Ledger {
             let written_since = self
                 .chains
                 .get(&key)
-                .is_some_and(|w| w.generation > snapshot.generation);
+                .map(|w| w.generation)
+                .or_else(|| self.deleted.get(&key).copied())
+                .is_some_and(|generation| generation > snapshot.generation);
             if ours && !written_since {
                 drift.stale.push(name.clone());
             }
         }
+        // Deletions this read saw past are settled.
+        self.deleted.retain(|(f, t, _), generation| {
+            (*f, *t) != (family, table) || *generation > snapshot.generation
+        });
         drift
     }
 
@@ -204,7 +212,7 @@ impl Ledger {
     /// or hold other members, and the `cali4`/`cali6` sets nothing wants. Sets written after
     /// the read began are left to the next check.
     pub fn set_drift(
-        &self,
+        &mut self,
         snapshot: &KernelSnapshot,
         desired: &BTreeMap<String, BTreeSet<String>>,
     ) -> SetDrift {
@@ -228,6 +236,12 @@ impl Ledger {
                 drift.stale.push(name.clone());
             }
         }
+        // A set neither wanted nor in the kernel, last touched before this read, is forgotten.
+        self.sets.retain(|name, generation| {
+            *generation > snapshot.generation
+                || desired.contains_key(name)
+                || snapshot.sets.contains_key(name)
+        });
         drift
     }
 }
@@ -445,6 +459,38 @@ mod tests {
         assert_eq!(ledger.set_drift(&stale, &sets), SetDrift::default());
         let later = snapshot(ledger.generation(), "");
         assert_eq!(ledger.set_drift(&later, &sets).drifted, ["cali4-s1"]);
+    }
+
+    #[test]
+    fn what_was_deleted_after_the_read_began_is_not_stale() {
+        let mut ledger = Ledger::default();
+        ledger.tables_written(Family::V4, WRITTEN);
+        ledger.sets_written("create cali4-s1 hash:ip\n");
+        // The read saw the chain and the set; then the endpoint went and both were deleted.
+        let read = KernelSnapshot {
+            sets: BTreeMap::from([("cali4-s1".to_owned(), BTreeSet::new())]),
+            ..snapshot(ledger.generation(), SAVED)
+        };
+        ledger.tables_written(Family::V4, "*filter\n-X cali-a\nCOMMIT\n");
+        ledger.sets_written("destroy cali4-s1\n");
+        let nothing = BTreeSet::new();
+        let drift = ledger.table_drift(&read, Family::V4, "filter", &nothing);
+        assert_eq!(drift, TableDrift::default(), "not someone else's chain");
+        assert_eq!(
+            ledger.set_drift(&read, &BTreeMap::new()),
+            SetDrift::default()
+        );
+        // A later read that still finds them (someone put them back) reports them.
+        let later = KernelSnapshot {
+            sets: read.sets.clone(),
+            ..snapshot(ledger.generation(), SAVED)
+        };
+        let drift = ledger.table_drift(&later, Family::V4, "filter", &nothing);
+        assert_eq!(drift.stale, ["cali-a"]);
+        assert_eq!(
+            ledger.set_drift(&later, &BTreeMap::new()).stale,
+            ["cali4-s1"]
+        );
     }
 
     #[test]
