@@ -2,38 +2,33 @@
 //! are in `pool` and `endpoint` (pure); this file reads what they need and applies what they
 //! decide, undoing its own writes when a later step fails.
 //!
-//! State kept in memory, between calls of one endpoint's life: the addresses `CreateEndpoint`
-//! was given (until `Join` writes them to etcd), and which endpoints joined which sandbox (to
-//! give a sandbox the routes once). Everything else is read from etcd or derived from ids, so a
-//! restarted driver can still remove what an earlier one created.
+//! No state in memory but dockerd's network names: what `CreateEndpoint` learns waits for
+//! `Join` in etcd (`pending`), which endpoints share a sandbox is read from the endpoint keys,
+//! and everything else is derived from ids, so a restarted driver finishes and removes what an
+//! earlier one started. `reconcile` collects what a crash in between leaves.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::net::Ipv6Addr;
+use std::sync::Arc;
 
 use calico_datastore::Datastore;
 use calico_ipam::Ipam;
 use calico_linux::Netlink;
+use calico_model::endpoint::WorkloadEndpoint;
 use calico_model::pool::IpPool;
 use calico_model::{Key, from_json, names as model_names};
 
 use crate::docker::DockerApi;
-use crate::endpoint::{EndpointSpec, Sandboxes};
+use crate::endpoint::{EndpointSpec, SandboxRoutes};
 use crate::error::DriverError;
 use crate::names::{self, VethNames};
+use crate::pending::{self, PENDING_TTL, Pending};
 
-/// An endpoint between `CreateEndpoint` and `Join`.
+/// What `Join` did: the veth, and the routes the sandbox lacked.
 #[derive(Debug, Clone)]
-struct Pending {
-    profile: String,
-    spec: EndpointSpec,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    pending: HashMap<String, Pending>,
-    /// Endpoint id → its key, once joined.
-    joined: HashMap<String, String>,
-    sandboxes: Sandboxes,
+pub struct Joined {
+    pub veth: VethNames,
+    pub routes: SandboxRoutes,
+    pub v6_gateway: Option<Ipv6Addr>,
 }
 
 /// One host's driver.
@@ -41,9 +36,8 @@ struct State {
 pub struct Driver {
     pub(crate) hostname: String,
     pub(crate) ipam: Ipam,
-    netlink: Netlink,
+    pub(crate) netlink: Netlink,
     docker: DockerApi,
-    state: Mutex<State>,
 }
 
 impl Driver {
@@ -58,7 +52,6 @@ impl Driver {
             ipam: Ipam::new(store),
             netlink,
             docker,
-            state: Mutex::new(State::default()),
         }
     }
 
@@ -82,7 +75,9 @@ impl Driver {
     }
 
     /// `CreateEndpoint`: looks the network's name up, creates its profile if missing, and
-    /// keeps the addresses for `Join`.
+    /// records the endpoint for `Join` in etcd (a driver restarted in between finds it there).
+    /// A profile created here stays if the record cannot be written: it is the network's, and
+    /// the next container on the network uses it.
     pub(crate) async fn create_endpoint(
         &self,
         network_id: &str,
@@ -94,8 +89,11 @@ impl Driver {
         model_names::validate_profile_id(&profile)
             .map_err(|e| DriverError::invalid("network name", &profile, e.reason))?;
         self.ensure_profile(&profile).await?;
-        let pending = Pending { profile, spec };
-        self.state().pending.insert(endpoint_id.to_owned(), pending);
+        let record = Pending::new(network_id, &profile, &spec);
+        let key = pending::key(&self.hostname, endpoint_id);
+        self.store()
+            .put_with_ttl(&key, &record.to_json(), PENDING_TTL)
+            .await?;
         Ok(())
     }
 
@@ -107,65 +105,111 @@ impl Driver {
         Ok(())
     }
 
-    /// `Join`: the veth, then the endpoint key; the veth goes again if the key cannot be
-    /// written. Returns whether the endpoint is its sandbox's first.
+    /// `Join`: the veth, then the endpoint key, then the pending record goes; the veth goes
+    /// again if the key cannot be written.
     pub(crate) async fn join(
         &self,
         endpoint_id: &str,
         sandbox_key: &str,
-    ) -> Result<(VethNames, bool), DriverError> {
-        let pending = self
-            .state()
-            .pending
-            .get(endpoint_id)
-            .cloned()
-            .ok_or_else(|| DriverError::UnknownEndpoint {
-                endpoint: endpoint_id.to_owned(),
-                reason: "no CreateEndpoint seen (the driver restarted in between?): remove \
-                         the container and start it again"
-                    .to_owned(),
-            })?;
+    ) -> Result<Joined, DriverError> {
+        let record = self.pending(endpoint_id).await?;
+        let spec = record.spec()?;
         let workload = names::workload_of(sandbox_key)?;
         let key = names::endpoint_key(&self.hostname, &workload, endpoint_id)?.to_string();
         let veth = names::veth_names(endpoint_id)?;
-        let spec = &pending.spec;
+        let others = self.sandbox_endpoints(&workload, endpoint_id).await?;
+        let routes = SandboxRoutes::needed(&spec, &others);
         let mac = crate::plumb::create(&self.netlink, &veth, spec.mac, &spec.families()).await?;
         let value =
-            crate::endpoint::endpoint_json(&veth.host, mac, &pending.profile, &spec.addresses);
-        if let Err(e) = self.store().put(&key, &value).await {
-            if let Err(undo) = crate::plumb::delete(&self.netlink, &veth).await {
-                tracing::error!("undo: cannot delete veth {}: {undo}", veth.host);
+            crate::endpoint::endpoint_json(&veth.host, mac, &record.profile, &spec.addresses);
+        let v6_gateway = match self.finish_join(&veth, routes, &key, &value).await {
+            Ok(gateway) => gateway,
+            Err(e) => {
+                if let Err(undo) = crate::plumb::delete(&self.netlink, &veth).await {
+                    tracing::error!("undo: cannot delete veth {}: {undo}", veth.host);
+                }
+                return Err(e);
             }
-            return Err(e.into());
+        };
+        let pending_key = pending::key(&self.hostname, endpoint_id);
+        if let Err(e) = self.store().delete(&pending_key).await {
+            // Harmless: the record expires, and the endpoint key now holds the addresses.
+            tracing::warn!("cannot delete {pending_key}: {e}");
         }
-        let mut state = self.state();
-        state.joined.insert(endpoint_id.to_owned(), key);
-        let first = state.sandboxes.join(sandbox_key, endpoint_id);
-        Ok((veth, first))
+        Ok(Joined {
+            veth,
+            routes,
+            v6_gateway,
+        })
+    }
+
+    /// `Join`'s steps after the veth: the IPv6 gateway if the sandbox needs the route, then
+    /// the endpoint key. The caller deletes the veth if this fails.
+    async fn finish_join(
+        &self,
+        veth: &VethNames,
+        routes: SandboxRoutes,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<Ipv6Addr>, DriverError> {
+        let v6_gateway = match routes.v6 {
+            true => Some(crate::plumb::host_link_local(&self.netlink, veth).await?),
+            false => None,
+        };
+        self.store().put(key, value).await?;
+        Ok(v6_gateway)
+    }
+
+    /// The pending record of an endpoint.
+    async fn pending(&self, endpoint_id: &str) -> Result<Pending, DriverError> {
+        names::veth_names(endpoint_id)?;
+        let key = pending::key(&self.hostname, endpoint_id);
+        match self.store().get(&key).await? {
+            Some(pair) => Pending::parse(&key, &pair.value),
+            None => Err(DriverError::UnknownEndpoint {
+                endpoint: endpoint_id.to_owned(),
+                reason: format!(
+                    "no CreateEndpoint recorded at {key} (none seen, or older than {}s): remove \
+                     the container and start it again",
+                    PENDING_TTL.as_secs()
+                ),
+            }),
+        }
+    }
+
+    /// The other endpoints of a sandbox on this host, as etcd has them.
+    async fn sandbox_endpoints(
+        &self,
+        workload: &str,
+        endpoint_id: &str,
+    ) -> Result<Vec<WorkloadEndpoint>, DriverError> {
+        let prefix = format!(
+            "{}{workload}/endpoint/",
+            names::host_endpoints_prefix(&self.hostname)
+        );
+        let pairs = self.store().list(&prefix).await?;
+        Ok(pairs
+            .iter()
+            .filter(|p| !p.key.ends_with(&format!("/{endpoint_id}")))
+            .filter_map(|p| from_json::<WorkloadEndpoint>(&p.value).ok())
+            .collect())
     }
 
     /// `Leave` and `DeleteEndpoint`: the endpoint key first (so Felix stops routing to it),
-    /// then the veth. Both are idempotent, and work from ids alone after a restart.
+    /// then the veth, and for `DeleteEndpoint` the pending record. Idempotent, from ids alone.
     pub(crate) async fn remove_endpoint(
         &self,
         endpoint_id: &str,
         forget: bool,
     ) -> Result<(), DriverError> {
         let veth = names::veth_names(endpoint_id)?;
-        let known = self.state().joined.get(endpoint_id).cloned();
-        let keys = match known {
-            Some(key) => vec![key],
-            None => self.endpoint_keys(endpoint_id).await?,
-        };
-        for key in &keys {
-            self.store().delete(key).await?;
+        for key in self.endpoint_keys(endpoint_id).await? {
+            self.store().delete(&key).await?;
         }
         crate::plumb::delete(&self.netlink, &veth).await?;
-        let mut state = self.state();
-        state.joined.remove(endpoint_id);
-        state.sandboxes.leave(endpoint_id);
         if forget {
-            state.pending.remove(endpoint_id);
+            let key = pending::key(&self.hostname, endpoint_id);
+            self.store().delete(&key).await?;
         }
         Ok(())
     }
@@ -189,11 +233,7 @@ impl Driver {
         self.docker.forget(network_id);
     }
 
-    fn store(&self) -> &dyn Datastore {
+    pub(crate) fn store(&self) -> &dyn Datastore {
         self.ipam.store()
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().expect("driver state lock")
     }
 }

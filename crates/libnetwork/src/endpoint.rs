@@ -1,10 +1,10 @@
 //! The network driver's decisions, pure: what a network and an endpoint must look like, the
 //! endpoint's JSON (seed 003), the network's default profile, and what `Join` answers.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 
 use calico_linux::Family;
+use calico_model::endpoint::WorkloadEndpoint;
 use calico_model::pool::IpPool;
 use ipnet::IpNet;
 use serde_json::json;
@@ -174,26 +174,56 @@ pub fn default_profile(network: &str) -> [(String, String); 2] {
     ]
 }
 
-/// `Join`'s answer: the veth end to move in, and, for the first endpoint of a sandbox, the
-/// routes through 169.254.1.1 (a second network's identical routes would fail with "file
-/// exists" and leave the container unable to start).
-pub fn join_response(temp: &str, first_in_sandbox: bool) -> JoinResponse {
-    let static_routes = if first_in_sandbox {
-        vec![
-            StaticRoute {
-                destination: format!("{GATEWAY_V4}/32"),
-                route_type: 1,
-                next_hop: None,
-            },
-            StaticRoute {
-                destination: "0.0.0.0/0".to_owned(),
-                route_type: 0,
-                next_hop: Some(GATEWAY_V4.to_owned()),
-            },
-        ]
-    } else {
-        Vec::new()
-    };
+/// The routes a joining endpoint brings into its sandbox: a family's routes come with the
+/// sandbox's first endpoint of that family (a second network's identical routes would fail with
+/// "file exists" and leave the container unable to start). Derived from the sandbox's endpoints
+/// in etcd, so a restarted driver answers the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SandboxRoutes {
+    /// `169.254.1.1/32` on-link and `0.0.0.0/0` through it.
+    pub v4: bool,
+    /// `::/0` through the host side's link-local address (as CNI workloads have it).
+    pub v6: bool,
+}
+
+impl SandboxRoutes {
+    /// What `spec` brings to a sandbox whose other endpoints are `others`.
+    pub fn needed(spec: &EndpointSpec, others: &[WorkloadEndpoint]) -> SandboxRoutes {
+        let has = |v4: bool| spec.addresses.iter().any(|ip| ip.is_ipv4() == v4);
+        SandboxRoutes {
+            v4: has(true) && others.iter().all(|e| e.ipv4_nets.is_empty()),
+            v6: has(false) && others.iter().all(|e| e.ipv6_nets.is_empty()),
+        }
+    }
+}
+
+/// `Join`'s answer: the veth end to move in, the routes `routes` says the sandbox lacks (the
+/// IPv6 ones through `v6_gateway`, the host side's link-local address), and no gateway service.
+pub fn join_response(
+    temp: &str,
+    routes: SandboxRoutes,
+    v6_gateway: Option<Ipv6Addr>,
+) -> JoinResponse {
+    let mut static_routes = Vec::new();
+    if routes.v4 {
+        static_routes.push(StaticRoute {
+            destination: format!("{GATEWAY_V4}/32"),
+            route_type: 1,
+            next_hop: None,
+        });
+        static_routes.push(StaticRoute {
+            destination: "0.0.0.0/0".to_owned(),
+            route_type: 0,
+            next_hop: Some(GATEWAY_V4.to_owned()),
+        });
+    }
+    if let (true, Some(gateway)) = (routes.v6, v6_gateway) {
+        static_routes.push(StaticRoute {
+            destination: "::/0".to_owned(),
+            route_type: 0,
+            next_hop: Some(gateway.to_string()),
+        });
+    }
     JoinResponse {
         interface_name: InterfaceName {
             src_name: temp.to_owned(),
@@ -201,29 +231,6 @@ pub fn join_response(temp: &str, first_in_sandbox: bool) -> JoinResponse {
         },
         static_routes,
         disable_gateway_service: true,
-    }
-}
-
-/// Which endpoints have joined which sandbox, so that only a sandbox's first gets the routes.
-#[derive(Debug, Default)]
-pub struct Sandboxes {
-    members: BTreeMap<String, BTreeSet<String>>,
-}
-
-impl Sandboxes {
-    /// Records `endpoint` in `sandbox`; whether it is the sandbox's first.
-    pub fn join(&mut self, sandbox: &str, endpoint: &str) -> bool {
-        let members = self.members.entry(sandbox.to_owned()).or_default();
-        members.insert(endpoint.to_owned());
-        members.len() == 1
-    }
-
-    /// Forgets `endpoint` wherever it joined.
-    pub fn leave(&mut self, endpoint: &str) {
-        self.members.retain(|_, members| {
-            members.remove(endpoint);
-            !members.is_empty()
-        });
     }
 }
 

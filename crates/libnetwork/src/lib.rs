@@ -10,6 +10,8 @@
 //! | `address` | `RequestAddress` / `ReleaseAddress` on Calico IPAM (affine blocks, handles) |
 //! | `endpoint` | pure: network and endpoint checks, the endpoint JSON, the profile, `Join`'s answer |
 //! | `driver` | the network calls' effects: profile, veth, endpoint key, undo on failure |
+//! | `pending` | pure: the record that carries an endpoint from `CreateEndpoint` to `Join` in etcd |
+//! | `reconcile` | collects what crashes leave: stale endpoint keys, leaked addresses |
 //! | `plumb` | the veth pair in dockerd's namespace, through `calico_linux::Netlink` |
 //! | `docker` | dockerd's API, asked for a network's name |
 //! | `names` | veth names, the endpoint key's workload segment, handles |
@@ -23,8 +25,10 @@ pub mod driver;
 pub mod endpoint;
 pub mod error;
 pub mod names;
+pub mod pending;
 pub mod plumb;
 pub mod pool;
+pub mod reconcile;
 pub mod server;
 
 pub use config::Args;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use calico_datastore::EtcdDatastore;
 use calico_libnetwork::docker::DockerApi;
-use calico_libnetwork::{Args, Driver, server};
+use calico_libnetwork::{Args, Driver, reconcile, server};
 use calico_linux::{Netlink, Netns};
 use clap::Parser;
 
@@ -52,6 +52,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
     if let Some(dir) = socket.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
+    // Leftovers of an earlier driver or dockerd, now and every minute; aborted on return.
+    let _reconcile = AbortOnDrop(tokio::spawn(reconcile::run(driver.clone())));
     // A socket left by a driver that died is ours to replace.
     let _ = std::fs::remove_file(&socket);
     server::serve(driver, &socket, shutdown())
@@ -73,5 +75,14 @@ async fn shutdown() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+    }
+}
+
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

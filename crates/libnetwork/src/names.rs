@@ -89,6 +89,14 @@ pub fn new_handle(hostname: &str) -> String {
     format!("{HANDLE_PREFIX}{hostname}.{nanos:x}-{n}")
 }
 
+/// When a handle of this host was made, from its `<time>` part; `None` for any other handle.
+pub fn handle_time(hostname: &str, handle: &str) -> Option<std::time::SystemTime> {
+    let rest = handle.strip_prefix(HANDLE_PREFIX)?.strip_prefix(hostname)?;
+    let (nanos, _) = rest.strip_prefix('.')?.split_once('-')?;
+    let nanos = u64::try_from(u128::from_str_radix(nanos, 16).ok()?).ok()?;
+    Some(std::time::UNIX_EPOCH + std::time::Duration::from_nanos(nanos))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +135,9 @@ mod tests {
         assert_ne!(a, b);
         assert!(a.starts_with("libnetwork.h1."));
         names::validate_handle_id(&a).unwrap();
+        let made = handle_time("h1", &a).expect("a time");
+        assert!(made.elapsed().unwrap() < std::time::Duration::from_secs(60));
+        assert_eq!(handle_time("h", &a), None, "another host's handle");
+        assert_eq!(handle_time("h1", "cni.h1.abc-1"), None);
     }
 }

@@ -4,6 +4,8 @@
 //!
 //! `create` undoes itself: if a step after the veth fails, the pair is deleted again.
 
+use std::net::{IpAddr, Ipv6Addr};
+
 use calico_linux::{Family, Netlink, Netns, set_sysctl, workload_interface_sysctls};
 
 use crate::error::DriverError;
@@ -74,4 +76,50 @@ async fn link(netlink: &Netlink, name: &str) -> Result<calico_linux::Link, Drive
 pub async fn delete(netlink: &Netlink, names: &VethNames) -> Result<(), DriverError> {
     netlink.delete_link(&names.host).await?;
     Ok(())
+}
+
+/// The host side's IPv6 link-local address: the container's IPv6 gateway, as for CNI
+/// workloads. At `Join` the container end is not up yet, so the veth has no carrier and the
+/// kernel has not added the address: it is then derived from the host side's MAC as the kernel
+/// will (EUI-64, the default `addr_gen_mode`).
+pub async fn host_link_local(
+    netlink: &Netlink,
+    names: &VethNames,
+) -> Result<Ipv6Addr, DriverError> {
+    let host = link(netlink, &names.host).await?;
+    let addresses = netlink.addresses(host.index).await?;
+    let found = addresses.iter().find_map(|a| match a.addr() {
+        IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80 => Some(v6),
+        _ => None,
+    });
+    found
+        .or(host.mac.map(eui64_link_local))
+        .ok_or_else(|| DriverError::UnknownEndpoint {
+            endpoint: names.host.clone(),
+            reason: "the host side has no link-local address and no MAC".to_owned(),
+        })
+}
+
+/// The EUI-64 link-local address of a MAC.
+pub fn eui64_link_local(mac: [u8; 6]) -> Ipv6Addr {
+    let [a, b, c, d, e, f] = mac;
+    Ipv6Addr::new(
+        0xfe80,
+        0,
+        0,
+        0,
+        u16::from_be_bytes([a ^ 0x02, b]),
+        u16::from_be_bytes([c, 0xff]),
+        u16::from_be_bytes([0xfe, d]),
+        u16::from_be_bytes([e, f]),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_link_local_address_follows_the_mac() {
+        let ll = super::eui64_link_local([0xee, 0xee, 0xee, 0xee, 0xee, 0xee]);
+        assert_eq!(ll.to_string(), "fe80::ecee:eeff:feee:eeee");
+    }
 }

@@ -47,8 +47,14 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let _unlink = Unlink(socket.to_owned());
     let listener = UnixListener::bind(socket)?;
+    let stop = async {
+        tokio::select! {
+            _ = shutdown => {}
+            _ = STOP.notified() => {}
+        }
+    };
     axum::serve(listener, router(driver))
-        .with_graceful_shutdown(shutdown)
+        .with_graceful_shutdown(stop)
         .await
 }
 
@@ -71,6 +77,7 @@ async fn handle(
     match dispatch(&driver, &call, &body).await {
         Ok(json) => {
             tracing::debug!(call, answer = %json, "answer");
+            stop_if_asked(&call);
             reply(StatusCode::OK, json)
         }
         Err(e) => {
@@ -82,12 +89,47 @@ async fn handle(
     }
 }
 
+/// The variable naming a call after whose answer the driver stops as on SIGTERM (the socket
+/// unlinked, idle connections closed): for tests of what a restarted driver finishes.
+pub const STOP_AFTER: &str = "CALICO_LIBNETWORK_STOP_AFTER";
+
+/// Wakes [`serve`]'s shutdown when [`STOP_AFTER`] names the call just answered.
+static STOP: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+fn stop_if_asked(call: &str) {
+    static AFTER: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let after = AFTER.get_or_init(|| std::env::var(STOP_AFTER).ok());
+    if after.as_deref() == Some(call) {
+        tracing::warn!(call, "{STOP_AFTER}: stopping");
+        STOP.notify_one();
+    }
+}
+
+/// Every answer closes its connection: dockerd then opens a new one per call and never sends
+/// a call on a kept-alive connection that a stopping driver is closing (its HTTP client retries
+/// such a call on a new connection without the body, which no driver can answer).
 fn reply(status: StatusCode, json: String) -> Response {
-    (status, [(header::CONTENT_TYPE, CONTENT_TYPE)], json).into_response()
+    let headers = [
+        (header::CONTENT_TYPE, CONTENT_TYPE),
+        (header::CONNECTION, "close"),
+    ];
+    (status, headers, json).into_response()
 }
 
 /// Parses a request body as `T`, naming the field that does not fit.
 pub fn parse<T: DeserializeOwned>(call: &str, body: &[u8]) -> Result<T, DriverError> {
+    if body.is_empty() {
+        // dockerd's plugin client re-sends a call whose first attempt broke off (a driver
+        // that died mid-call) with the body the first attempt drained: nothing says which
+        // endpoint is meant. dockerd then undoes the operation; the user runs it again.
+        return Err(DriverError::Malformed {
+            call: call.to_owned(),
+            path: ".".to_owned(),
+            reason: "empty body (dockerd re-sent a call that broke off when a driver died \
+                     mid-call): run the docker command again"
+                .to_owned(),
+        });
+    }
     let mut de = serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(&mut de).map_err(|e| DriverError::Malformed {
         call: call.to_owned(),
@@ -155,10 +197,14 @@ async fn network_call(driver: &Driver, call: &str, body: &[u8]) -> Result<String
         }
         "NetworkDriver.Join" => {
             let request: api::JoinRequest = parse(call, body)?;
-            let (veth, first) = driver
+            let joined = driver
                 .join(&request.endpoint_id, &request.sandbox_key)
                 .await?;
-            json(endpoint::join_response(&veth.temp, first))
+            json(endpoint::join_response(
+                &joined.veth.temp,
+                joined.routes,
+                joined.v6_gateway,
+            ))
         }
         "NetworkDriver.Leave" | "NetworkDriver.DeleteEndpoint" => {
             let request: api::EndpointRequest = parse(call, body)?;

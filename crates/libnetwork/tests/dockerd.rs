@@ -22,6 +22,7 @@ use calico_testkit::{EtcdServer, NetNs, eventually, require_tool};
 
 const DRIVER: &str = env!("CARGO_BIN_EXE_calico-libnetwork");
 const POOL: &str = "10.65.0.0/16";
+const POOL6: &str = "fd65:6500::/48";
 
 fn felix_bin() -> PathBuf {
     let path = PathBuf::from(DRIVER).with_file_name("calico-felix");
@@ -64,6 +65,17 @@ impl Process {
         program: &Path,
         args: &[&str],
     ) -> Process {
+        Process::start_with(name, netns, dir, program, args, &[])
+    }
+
+    fn start_with(
+        name: &'static str,
+        netns: &str,
+        dir: &Path,
+        program: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Process {
         let log = dir.join(format!("{name}.log"));
         let out = std::fs::File::create(&log).expect("log file");
         // nsenter execs the program in place: the child's pid is the program's.
@@ -73,6 +85,7 @@ impl Process {
             .args(args)
             .env("FELIX_LOGFILEPATH", "none")
             .env("CALICO_LIBNETWORK_LOG", "debug")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("log file"))
             .stderr(out)
@@ -148,6 +161,11 @@ impl Dockerd {
         dockerd
     }
 
+    /// Stops dockerd (SIGTERM: it stops its containers), leaving them to the next one.
+    fn stop(mut self) {
+        self.process.take();
+    }
+
     fn run(&self, args: &[&str]) -> Output {
         Command::new("docker")
             .args(["-H", &self.socket])
@@ -166,7 +184,7 @@ impl Dockerd {
         std::fs::create_dir_all(root.join("bin")).expect("rootfs");
         let busybox = which("busybox");
         std::fs::copy(&busybox, root.join("bin/busybox")).expect("copy busybox");
-        for applet in ["sh", "sleep", "ping", "ip", "cat"] {
+        for applet in ["sh", "sleep", "ping", "ping6", "ip", "cat"] {
             std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).expect("applet");
         }
         let tar = Command::new("sh")
@@ -199,6 +217,9 @@ impl Dockerd {
 
 impl Drop for Dockerd {
     fn drop(&mut self) {
+        if self.process.is_none() {
+            return; // stopped on purpose: the containers are the next dockerd's
+        }
         let ids = self.run(&["ps", "-aq"]);
         for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
             let _ = self.run(&["rm", "-f", id]);
@@ -282,106 +303,169 @@ fn host_namespace() -> NetNs {
         let args: Vec<&str> = args.split(' ').collect();
         netns.run_ok("ip", &args, "");
     }
-    netns.run_ok("sh", &["-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"], "");
+    for sysctl in ["ipv4/ip_forward", "ipv6/conf/all/forwarding"] {
+        let write = format!("echo 1 > /proc/sys/net/{sysctl}");
+        netns.run_ok("sh", &["-c", &write], "");
+    }
     netns
 }
 
-fn net_with_subnet(docker: &Dockerd, plugin: &str, name: &str, subnet: &str) {
-    docker.ok(&[
-        "network",
-        "create",
-        "--driver",
-        plugin,
-        "--ipam-driver",
-        plugin,
-        "--subnet",
-        subnet,
-        name,
-    ]);
+/// One Docker host in a namespace: etcd with a pool, Felix, the driver, dockerd with
+/// `bb:local`. Fields drop in order: dockerd (removing its containers through the driver)
+/// first, the namespace last.
+struct Host {
+    docker: Option<Dockerd>,
+    driver: Option<Process>,
+    _felix: Process,
+    etcd: EtcdServer,
+    _socket: SocketGuard,
+    netns: NetNs,
+    dir: tempfile::TempDir,
+    host: String,
+    plugin: String,
+    socket: PathBuf,
+}
+
+impl Host {
+    fn start() -> Host {
+        for tool in [
+            "ip", "nsenter", "busybox", "etcd", "etcdctl", "iptables", "ipset",
+        ] {
+            require_tool(tool);
+        }
+        require_tool("dockerd");
+        require_tool("docker");
+        let felix = felix_bin();
+        let dir = tempfile::Builder::new()
+            .prefix("lnw")
+            .tempdir()
+            .expect("temp dir");
+        let netns = host_namespace();
+        let ns = netns.name().to_owned();
+        let host = unique("docker");
+        let plugin = unique("calico");
+        let etcd = EtcdServer::start_in_netns(&ns);
+        etcd.put(
+            &format!("/calico/v1/ipam/v4/pool/{}", POOL.replace('/', "-")),
+            &format!(r#"{{"cidr": "{POOL}"}}"#),
+        );
+        etcd.put(
+            &format!("/calico/v1/ipam/v6/pool/{}", POOL6.replace('/', "-")),
+            &format!(r#"{{"cidr": "{POOL6}"}}"#),
+        );
+        etcd.put("/calico/v1/Ready", "true");
+        let endpoint = etcd.endpoint();
+        let felix_env = [
+            format!("FELIX_ETCDENDPOINTS={endpoint}"),
+            format!("FELIX_FELIXHOSTNAME={host}"),
+        ];
+        let mut felix_args: Vec<&str> = felix_env.iter().map(String::as_str).collect();
+        felix_args.push(felix.to_str().expect("utf-8 path"));
+        let felix = Process::start("felix", &ns, dir.path(), Path::new("env"), &felix_args);
+        let socket = PathBuf::from(format!("/run/docker/plugins/{plugin}.sock"));
+        let mut host = Host {
+            docker: None,
+            driver: None,
+            _felix: felix,
+            etcd,
+            _socket: SocketGuard(socket.clone()),
+            netns,
+            dir,
+            host,
+            plugin,
+            socket,
+        };
+        host.start_driver("calico-libnetwork", &[]);
+        let docker = Dockerd::start(&ns, host.dir.path());
+        docker.import_busybox(host.dir.path());
+        host.docker = Some(docker);
+        host
+    }
+
+    /// Starts the driver (a first one, or the next after a crash) and waits for its socket.
+    fn start_driver(&mut self, log: &'static str, env: &[(&str, &str)]) {
+        let docker_socket = format!("{}/docker.sock", self.dir.path().display());
+        let endpoint = self.etcd.endpoint();
+        // A crashed driver's socket: gone before the wait below can mistake it for the new one.
+        let _ = std::fs::remove_file(&self.socket);
+        let driver = Process::start_with(
+            log,
+            self.netns.name(),
+            self.dir.path(),
+            Path::new(DRIVER),
+            &[
+                "--plugin-name",
+                &self.plugin,
+                "--hostname",
+                &self.host,
+                "--etcd-endpoints",
+                &endpoint,
+                "--docker-socket",
+                &docker_socket,
+            ],
+            env,
+        );
+        eventually("the driver's socket", Duration::from_secs(10), || {
+            self.socket
+                .exists()
+                .then_some(())
+                .ok_or_else(|| driver.log())
+        });
+        self.driver = Some(driver);
+    }
+
+    fn docker(&self) -> &Dockerd {
+        self.docker.as_ref().expect("dockerd runs")
+    }
+
+    fn driver_log(&self) -> String {
+        self.driver.as_ref().map(Process::log).unwrap_or_default()
+    }
+
+    fn network(&self, name: &str, extra: &[&str]) {
+        let mut args = vec![
+            "network",
+            "create",
+            "--driver",
+            &self.plugin,
+            "--ipam-driver",
+            &self.plugin,
+        ];
+        args.extend_from_slice(extra);
+        args.push(name);
+        self.docker().ok(&args);
+    }
+
+    /// Keys under a prefix, one a line.
+    fn keys(&self, prefix: &str) -> String {
+        check(
+            self.etcd
+                .etcdctl(&["get", "--prefix", "--keys-only", prefix]),
+            "etcdctl get",
+        )
+    }
+
+    /// After everything was removed: no endpoint key, no pending record, no veth, a clean
+    /// IPAM check.
+    fn assert_clean(&self) {
+        let keys = self.keys(&format!("/calico/v1/host/{}/", self.host));
+        assert!(!keys.contains("/workload/"), "endpoint keys left:\n{keys}");
+        let pending = self.keys("/calico/libnetwork/");
+        assert_eq!(pending, "", "pending records left");
+        assert_eq!(host_links(&self.netns), Vec::<String>::new(), "veths left");
+        let report = ipam_report(self.netns.name(), &self.etcd.endpoint());
+        assert!(report.is_clean(), "ipam check: {report:?}");
+    }
 }
 
 #[test]
 fn docker_networks_connect_their_containers_and_clean_up() {
-    for tool in [
-        "ip", "nsenter", "busybox", "etcd", "etcdctl", "iptables", "ipset",
-    ] {
-        require_tool(tool);
-    }
-    require_tool("dockerd");
-    require_tool("docker");
-    let felix = felix_bin();
-    let dir = tempfile::Builder::new()
-        .prefix("lnw")
-        .tempdir()
-        .expect("temp dir");
-    let netns = host_namespace();
-    let ns = netns.name().to_owned();
-    let host = unique("docker");
-    let plugin = unique("calico");
-    let etcd = EtcdServer::start_in_netns(&ns);
-    etcd.put(
-        &format!("/calico/v1/ipam/v4/pool/{}", POOL.replace('/', "-")),
-        &format!(r#"{{"cidr": "{POOL}"}}"#),
-    );
-    etcd.put("/calico/v1/Ready", "true");
-    let endpoint = etcd.endpoint();
-
-    let felix_env = [
-        format!("FELIX_ETCDENDPOINTS={endpoint}"),
-        format!("FELIX_FELIXHOSTNAME={host}"),
-    ];
-    let mut felix_args: Vec<&str> = felix_env.iter().map(String::as_str).collect();
-    felix_args.push(felix.to_str().expect("utf-8 path"));
-    let _felix = Process::start("felix", &ns, dir.path(), Path::new("env"), &felix_args);
-
-    let socket = PathBuf::from(format!("/run/docker/plugins/{plugin}.sock"));
-    let _socket = SocketGuard(socket.clone());
-    let docker_socket = format!("{}/docker.sock", dir.path().display());
-    let driver = Process::start(
-        "calico-libnetwork",
-        &ns,
-        dir.path(),
-        Path::new(DRIVER),
-        &[
-            "--plugin-name",
-            &plugin,
-            "--hostname",
-            &host,
-            "--etcd-endpoints",
-            &endpoint,
-            "--docker-socket",
-            &docker_socket,
-        ],
-    );
-    eventually("the driver's socket", Duration::from_secs(10), || {
-        socket.exists().then_some(()).ok_or_else(|| driver.log())
-    });
-
-    let docker = Dockerd::start(&ns, dir.path());
-    docker.import_busybox(dir.path());
-    let net = |name: &str| {
-        docker.ok(&[
-            "network",
-            "create",
-            "--driver",
-            &plugin,
-            "--ipam-driver",
-            &plugin,
-            name,
-        ]);
-    };
-    net("net1");
-    net("net2");
+    let host = Host::start();
+    let docker = host.docker();
+    host.network("net1", &[]);
+    host.network("net2", &[]);
     for (name, network) in [("c1", "net1"), ("c2", "net1"), ("c3", "net2")] {
-        let out = docker.run(&[
-            "run", "-d", "--name", name, "--net", network, "bb:local", "sleep", "600",
-        ]);
-        assert!(
-            out.status.success(),
-            "docker run {name}: {}\ndriver log:\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            driver.log()
-        );
+        run(&host, name, network, &[]);
     }
     let ip1 = docker.ip_of("c1");
     assert!(
@@ -389,13 +473,7 @@ fn docker_networks_connect_their_containers_and_clean_up() {
         "c1 got {ip1:?}, not an address of {POOL}"
     );
 
-    let keys = etcd.etcdctl(&[
-        "get",
-        "--prefix",
-        "--keys-only",
-        &format!("/calico/v1/host/{host}/workload/docker/"),
-    ]);
-    let keys = check(keys, "etcdctl get");
+    let keys = host.keys(&format!("/calico/v1/host/{}/workload/docker/", host.host));
     assert_eq!(
         keys.lines().filter(|l| !l.is_empty()).count(),
         3,
@@ -404,7 +482,7 @@ fn docker_networks_connect_their_containers_and_clean_up() {
 
     let first = keys.lines().next().expect("a key");
     let value = check(
-        etcd.etcdctl(&["get", "--print-value-only", first]),
+        host.etcd.etcdctl(&["get", "--print-value-only", first]),
         "etcdctl get",
     );
     let value: serde_json::Value = serde_json::from_str(&value).expect("endpoint JSON");
@@ -425,38 +503,24 @@ fn docker_networks_connect_their_containers_and_clean_up() {
         "{value}"
     );
 
-    eventually("c2 pings c1 on net1", Duration::from_secs(30), || {
-        docker
-            .pings("c2", &ip1)
-            .then_some(())
-            .ok_or_else(|| "no answer".to_owned())
-    });
+    eventually_pings(docker, "c2", &ip1);
     assert!(!docker.pings("c3", &ip1), "c3 on net2 reached c1 on net1");
 
     // The operator opens net1 to net2: the drop was policy.
-    etcd.put(
+    host.etcd.put(
         "/calico/v1/policy/profile/net1/rules",
         r#"{"inbound_rules":[{"action":"allow","src_tag":"net1"},{"action":"allow","src_tag":"net2"}],"outbound_rules":[{"action":"allow"}]}"#,
     );
-    eventually(
-        "c3 pings c1 once net1 allows net2",
-        Duration::from_secs(30),
-        || {
-            docker
-                .pings("c3", &ip1)
-                .then_some(())
-                .ok_or_else(|| "no answer".to_owned())
-        },
-    );
+    eventually_pings(docker, "c3", &ip1);
 
     // Bad input: a subnet outside every pool, an address already taken.
     let out = docker.run(&[
         "network",
         "create",
         "--driver",
-        &plugin,
+        &host.plugin,
         "--ipam-driver",
-        &plugin,
+        &host.plugin,
         "--subnet",
         "192.168.7.0/24",
         "outside",
@@ -467,7 +531,7 @@ fn docker_networks_connect_their_containers_and_clean_up() {
             && err.contains("subnet 192.168.7.0/24 is not inside an enabled Calico pool"),
         "network create --subnet outside the pools: {err}"
     );
-    net_with_subnet(&docker, &plugin, "net3", POOL);
+    host.network("net3", &["--subnet", POOL]);
     let out = docker.run(&[
         "run", "-d", "--name", "c4", "--net", "net3", "--ip", &ip1, "bb:local", "sleep", "600",
     ]);
@@ -480,15 +544,155 @@ fn docker_networks_connect_their_containers_and_clean_up() {
 
     docker.ok(&["rm", "-f", "c1", "c2", "c3"]);
     docker.ok(&["network", "rm", "net1", "net2", "net3"]);
-    let keys = etcd.etcdctl(&[
-        "get",
-        "--prefix",
-        "--keys-only",
-        &format!("/calico/v1/host/{host}/"),
-    ]);
-    let keys = check(keys, "etcdctl get");
-    assert!(!keys.contains("/workload/"), "endpoint keys left:\n{keys}");
-    assert_eq!(host_links(&netns), Vec::<String>::new(), "veths left");
-    let report = ipam_report(&ns, &endpoint);
-    assert!(report.is_clean(), "ipam check: {report:?}");
+    host.assert_clean();
+}
+
+/// `docker run -d --name <name> --net <network> [extra] bb:local sleep 600`.
+fn run(host: &Host, name: &str, network: &str, extra: &[&str]) {
+    let mut args = vec!["run", "-d", "--name", name, "--net", network];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["bb:local", "sleep", "600"]);
+    let out = host.docker().run(&args);
+    assert!(
+        out.status.success(),
+        "docker run {name}: {}\ndriver log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        host.driver_log()
+    );
+}
+
+fn eventually_pings(docker: &Dockerd, from: &str, to: &str) {
+    eventually(
+        &format!("{from} pings {to}"),
+        Duration::from_secs(30),
+        || {
+            docker
+                .pings(from, to)
+                .then_some(())
+                .ok_or_else(|| "no answer".to_owned())
+        },
+    );
+}
+
+/// The driver stops between `CreateEndpoint` and `Join` (right after answering
+/// `CreateEndpoint`, through `CALICO_LIBNETWORK_STOP_AFTER`); a new driver finishes the `Join`
+/// that dockerd retries meanwhile. Then the driver is killed with containers running and restarted,
+/// dockerd is restarted with containers present and starts them again, and removing
+/// everything leaves nothing behind.
+#[test]
+fn a_restarted_driver_or_dockerd_finishes_and_leaks_nothing() {
+    let mut host = Host::start();
+    host.network("net1", &[]);
+    host.driver.take();
+    host.start_driver(
+        "calico-libnetwork-stopping",
+        &[(
+            "CALICO_LIBNETWORK_STOP_AFTER",
+            "NetworkDriver.CreateEndpoint",
+        )],
+    );
+    let docker_socket = host.docker().socket.clone();
+    let plugin_log = host.dir.path().join("calico-libnetwork-stopping.log");
+    // docker run blocks in Join (dockerd retries the dead socket) until the next driver runs.
+    let run_c1 = std::thread::spawn(move || {
+        Command::new("docker")
+            .args(["-H", &docker_socket, "run", "-d", "--name", "c1"])
+            .args([
+                "--net",
+                "net1",
+                "--stop-timeout",
+                "1",
+                "bb:local",
+                "sleep",
+                "600",
+            ])
+            .output()
+            .expect("docker runs")
+    });
+    eventually("the driver's stop", Duration::from_secs(30), || {
+        let stopping = host.driver.as_mut().expect("a driver");
+        match stopping.child.try_wait() {
+            Ok(Some(status)) if status.success() => Ok(()),
+            other => Err(format!("{other:?}: {}", stopping.log())),
+        }
+    });
+    let log = std::fs::read_to_string(&plugin_log).unwrap_or_default();
+    assert!(
+        !log.contains("NetworkDriver.Join"),
+        "the stopping driver saw the Join:\n{log}"
+    );
+    let pending = host.keys("/calico/libnetwork/");
+    assert_eq!(pending.lines().count(), 1, "pending records: {pending}");
+    host.driver.take();
+    host.start_driver("calico-libnetwork-2", &[]);
+    let out = run_c1.join().expect("docker run thread");
+    assert!(
+        out.status.success(),
+        "docker run c1 across the driver's restart: {}\ndriver log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        host.driver_log()
+    );
+    assert_eq!(host.keys("/calico/libnetwork/"), "", "pending record left");
+    run(&host, "c2", "net1", &["--stop-timeout", "1"]);
+    let ip1 = host.docker().ip_of("c1");
+    eventually_pings(host.docker(), "c2", &ip1);
+
+    // Killed with containers running: the next driver removes them from ids alone.
+    let killed = host.driver.as_mut().expect("a driver");
+    killed.child.kill().expect("kill the driver");
+    killed.child.wait().expect("the driver exits");
+    host.driver.take();
+    host.start_driver("calico-libnetwork-3", &[]);
+
+    // dockerd restarted with both containers present: it stops them on the way down and
+    // starts them again on request.
+    host.docker.take().expect("dockerd").stop();
+    host.docker = Some(Dockerd::start(host.netns.name(), host.dir.path()));
+    host.docker().ok(&["start", "c1", "c2"]);
+    let ip1 = host.docker().ip_of("c1");
+    eventually_pings(host.docker(), "c2", &ip1);
+
+    host.docker().ok(&["rm", "-f", "c1", "c2"]);
+    host.docker().ok(&["network", "rm", "net1"]);
+    host.assert_clean();
+}
+
+/// An `--ipv6` network whose v6 subnet is a Calico pool: each container gets a v6 address
+/// and a default route through the host side's link-local address, and they ping each other
+/// over IPv6 (Felix routes the /128s).
+#[test]
+fn ipv6_networks_give_containers_v6_addresses_and_routes() {
+    let host = Host::start();
+    let docker = host.docker();
+    host.network("net6", &["--ipv6", "--subnet", POOL6]);
+    run(&host, "v1", "net6", &[]);
+    run(&host, "v2", "net6", &[]);
+    let v6 = |c: &str| {
+        docker.ok(&[
+            "inspect",
+            "-f",
+            "{{range .NetworkSettings.Networks}}{{.GlobalIPv6Address}}{{end}}",
+            c,
+        ])
+    };
+    let ip1 = v6("v1");
+    assert!(
+        ip1.starts_with("fd65:6500:"),
+        "v1 got {ip1:?}, not an address of {POOL6}"
+    );
+    let routes = docker.ok(&["exec", "v2", "ip", "-6", "route"]);
+    assert!(
+        routes.contains("default via fe80::"),
+        "v2's IPv6 routes:\n{routes}"
+    );
+    eventually(&format!("v2 pings {ip1}"), Duration::from_secs(30), || {
+        let out = docker.run(&["exec", "v2", "ping6", "-c", "1", "-W", "1", &ip1]);
+        out.status
+            .success()
+            .then_some(())
+            .ok_or_else(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    docker.ok(&["rm", "-f", "v1", "v2"]);
+    docker.ok(&["network", "rm", "net6"]);
+    host.assert_clean();
 }

@@ -225,6 +225,11 @@ fn bad_input_is_an_err_naming_the_cause() {
             "NetworkDriver.Join: malformed request",
         ),
         (
+            "NetworkDriver.Join",
+            "",
+            "empty body (dockerd re-sent a call that broke off",
+        ),
+        (
             "NetworkDriver.Bogus",
             "{}",
             "unknown plugin call NetworkDriver.Bogus",
@@ -247,7 +252,7 @@ fn bad_input_is_an_err_naming_the_cause() {
         (
             "NetworkDriver.Join",
             r#"{"NetworkID":"n","EndpointID":"d594538e6c7555095dd6","SandboxKey":"/run/netns/x"}"#,
-            "no CreateEndpoint seen",
+            "no CreateEndpoint recorded at /calico/libnetwork/v1/host/proto-host/pending/d594538e6c7555095dd6",
         ),
         (
             "IpamDriver.RequestAddress",

@@ -117,22 +117,48 @@ fn the_endpoint_json_follows_seed_003() {
     );
 }
 
+fn workload(json: &str) -> WorkloadEndpoint {
+    calico_model::from_json(json).unwrap()
+}
+
 #[test]
-fn only_a_sandboxs_first_endpoint_gets_the_routes() {
-    let mut sandboxes = Sandboxes::default();
-    assert!(sandboxes.join("/netns/a", "e1"));
-    assert!(!sandboxes.join("/netns/a", "e2"));
-    assert!(sandboxes.join("/netns/b", "e3"));
-    sandboxes.leave("e1");
-    sandboxes.leave("e2");
-    assert!(sandboxes.join("/netns/a", "e4"));
-    let first = serde_json::to_string(&join_response("tmpd594538e6c7", true)).unwrap();
+fn a_sandbox_gets_each_familys_routes_once() {
+    let v4 = EndpointSpec {
+        addresses: vec!["10.65.0.5".parse().unwrap()],
+        mac: None,
+    };
+    let dual = EndpointSpec {
+        addresses: vec!["10.65.0.6".parse().unwrap(), "fd80::6".parse().unwrap()],
+        mac: None,
+    };
+    let v4_member = workload(
+        r#"{"state":"active","name":"calia","mac":"ee:00:00:00:00:01","profile_ids":["a"],"ipv4_nets":["10.65.0.5/32"]}"#,
+    );
+    let all = SandboxRoutes { v4: true, v6: true };
+    assert_eq!(SandboxRoutes::needed(&dual, &[]), all);
+    assert_eq!(
+        SandboxRoutes::needed(&v4, &[]),
+        SandboxRoutes {
+            v4: true,
+            v6: false
+        }
+    );
+    assert_eq!(
+        SandboxRoutes::needed(&dual, &[v4_member]),
+        SandboxRoutes {
+            v4: false,
+            v6: true
+        }
+    );
+    let gateway = "fe80::ecee:eeff:feee:eeee".parse().unwrap();
+    let first =
+        serde_json::to_string(&join_response("tmpd594538e6c7", all, Some(gateway))).unwrap();
     assert_eq!(
         first,
-        r#"{"InterfaceName":{"SrcName":"tmpd594538e6c7","DstPrefix":"eth"},"StaticRoutes":[{"Destination":"169.254.1.1/32","RouteType":1},{"Destination":"0.0.0.0/0","RouteType":0,"NextHop":"169.254.1.1"}],"DisableGatewayService":true}"#
+        r#"{"InterfaceName":{"SrcName":"tmpd594538e6c7","DstPrefix":"eth"},"StaticRoutes":[{"Destination":"169.254.1.1/32","RouteType":1},{"Destination":"0.0.0.0/0","RouteType":0,"NextHop":"169.254.1.1"},{"Destination":"::/0","RouteType":0,"NextHop":"fe80::ecee:eeff:feee:eeee"}],"DisableGatewayService":true}"#
     );
     assert!(
-        join_response("tmpd594538e6c7", false)
+        join_response("tmpd594538e6c7", SandboxRoutes::default(), None)
             .static_routes
             .is_empty()
     );
