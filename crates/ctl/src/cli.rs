@@ -42,11 +42,24 @@ pub struct EtcdArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Print the value at a key, or every key and value under a prefix
+    /// Create resources from a file of YAML or JSON documents; refuses any that exist
+    #[command(after_help = CREATE_EXAMPLES)]
+    Create(FileArgs),
+    /// Create resources, or replace them if they exist (the usual way to write resources)
+    #[command(after_help = APPLY_EXAMPLES)]
+    Apply(FileArgs),
+    /// Replace existing resources from a file; refuses any that do not exist
+    #[command(after_help = REPLACE_EXAMPLES)]
+    Replace(FileArgs),
+    /// List resources of a kind as a table or as documents (get KIND [NAME]), or print the value
+    /// at a key or every key under a prefix (get /calico/...)
+    #[command(after_help = GET_EXAMPLES)]
     Get(GetArgs),
     /// Validate a value and write it at a key
     Put(PutArgs),
-    /// Delete a key (or, with --prefix, everything under a prefix)
+    /// Delete resources (-f FILE, or KIND NAME), or a key (or with --prefix everything under a
+    /// prefix) of the datastore
+    #[command(after_help = DELETE_EXAMPLES)]
     Delete(DeleteArgs),
     /// Validate a value for a key without writing it; prints OK or the precise error
     Validate(ValidateArgs),
@@ -266,19 +279,54 @@ pub enum SelectorCommand {
 
 #[derive(Debug, Args)]
 pub struct GetArgs {
-    /// A key (prints its value) or a prefix (prints each key and value below it)
-    pub key: String,
-    /// Output format
-    #[arg(short, long, value_enum, default_value_t = Output::Text)]
-    pub output: Output,
+    /// A kind of resource (tier, policy, profile, workloadEndpoint, hostEndpoint, ipPool,
+    /// bgpPeer, node, felixConfig, ipamConfig; plurals and any case too), or a key or prefix of
+    /// the datastore (starting with /)
+    pub target: String,
+    /// Only the resources of this name (metadata.name)
+    pub name: Option<String>,
+    /// Output format: table (default for resources), wide (more columns), yaml or json
+    /// (documents that apply takes back), text (default for keys)
+    #[arg(short, long, value_enum)]
+    pub output: Option<Output>,
+    #[command(flatten)]
+    pub filter: ResourceFilter,
+}
+
+/// Narrows the resources a `get` or `delete KIND NAME` names.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ResourceFilter {
+    /// Only the resources of this node (workloadEndpoint, hostEndpoint, bgpPeer, node,
+    /// felixConfig)
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Only the policies of this tier
+    #[arg(long)]
+    pub tier: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Output {
     /// The value alone for a key; key and value lines for a prefix
     Text,
-    /// A JSON bundle {"<key>": <value>, ...}, the format `calicoctl load` reads
+    /// Keys: a JSON bundle {"<key>": <value>, ...}, the format `calicoctl load` reads.
+    /// Resources: the documents as JSON (a List without NAME)
     Json,
+    /// Resources: an aligned table of the most useful columns
+    Table,
+    /// Resources: the table with every column
+    Wide,
+    /// Resources: the documents as YAML (a List without NAME)
+    Yaml,
+}
+
+/// A file of resource documents.
+#[derive(Debug, Args)]
+pub struct FileArgs {
+    /// YAML or JSON documents ('-' for stdin): several per file (---), a JSON list, or a
+    /// `kind: List` with items
+    #[arg(short, long)]
+    pub filename: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -302,12 +350,51 @@ pub struct ValueSource {
 
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
-    /// The key to delete
-    pub key: String,
+    /// A kind of resource (with NAME), or a key of the datastore (starting with /)
+    #[arg(required_unless_present = "filename", conflicts_with = "filename")]
+    pub target: Option<String>,
+    /// The resource's metadata.name
+    pub name: Option<String>,
+    /// Delete the resources the documents of this file name ('-' for stdin)
+    #[arg(short, long)]
+    pub filename: Option<PathBuf>,
     /// Delete every key that starts with KEY
     #[arg(long)]
     pub prefix: bool,
+    /// Report resources that do not exist instead of refusing the whole file
+    #[arg(long)]
+    pub skip_missing: bool,
+    #[command(flatten)]
+    pub filter: ResourceFilter,
 }
+
+const CREATE_EXAMPLES: &str = "Examples:
+  calicoctl create -f pools.yaml
+  cat policy.yaml | calicoctl create -f -";
+
+const APPLY_EXAMPLES: &str = "Examples:
+  calicoctl apply -f policy.yaml
+  calicoctl get policy -o yaml > all.yaml && calicoctl apply -f all.yaml   # changes nothing
+
+Nothing is written if any document is invalid; the resources of a file are written in one
+transaction. See docs/resources.md for every kind and field.";
+
+const REPLACE_EXAMPLES: &str = "Examples:
+  calicoctl replace -f policy.yaml";
+
+const GET_EXAMPLES: &str = "Examples:
+  calicoctl get policy                      # NAME, TIER, ORDER, SELECTOR
+  calicoctl get policy web --tier my-tier -o yaml
+  calicoctl get workloadEndpoint --node host1 -o wide
+  calicoctl get ippools -o json
+  calicoctl get /calico/v1/policy/          # raw keys and values";
+
+const DELETE_EXAMPLES: &str = "Examples:
+  calicoctl delete -f policy.yaml
+  calicoctl delete policy web --tier my-tier
+  calicoctl delete ipPool 10.65.0.0/16
+  calicoctl delete /calico/v1/config/LogSeverityScreen
+  calicoctl delete --prefix /calico/v1/policy/tier/my-tier/";
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {

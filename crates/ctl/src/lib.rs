@@ -5,14 +5,17 @@
 //! | `cli` | the command line (clap), the text of `--help` |
 //! | `connect` | datastore connection from flags and `ETCD_*` variables |
 //! | `commands` | one file per subcommand; each takes a datastore and a writer |
+//! | `resource` | resource documents (`apply -f`, `get KIND`): kinds, their keys, parsing, tables |
 
 pub mod cli;
 pub mod commands;
 pub mod connect;
+pub mod resource;
 
 use std::process::ExitCode;
 
 use cli::{Cli, Command, PolicyCommand, SelectorCommand};
+use resource::store::Mode;
 
 /// Runs one parsed command line. Errors are returned for `main` to print; a command that has
 /// already explained a failure (e.g. `validate`) returns a failing exit code instead.
@@ -29,6 +32,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         command => {
             let store = connect::connect(&cli.etcd).await?;
             match command {
+                Command::Create(args) => {
+                    commands::resource::write(store.as_ref(), &args, Mode::Create, &mut out).await
+                }
+                Command::Apply(args) => {
+                    commands::resource::write(store.as_ref(), &args, Mode::Apply, &mut out).await
+                }
+                Command::Replace(args) => {
+                    commands::resource::write(store.as_ref(), &args, Mode::Replace, &mut out).await
+                }
                 Command::Get(args) => commands::get::run(store.as_ref(), &args, &mut out).await,
                 Command::Put(args) => commands::put::run(store.as_ref(), &args, &mut out).await,
                 Command::Delete(args) => {

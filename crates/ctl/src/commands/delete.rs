@@ -1,5 +1,6 @@
 //! `calicoctl delete KEY [--prefix]`. Deleting needs no validation (removing an invalid object
 //! is how an operator cleans up), but a prefix delete must stay inside the Calico tree.
+//! (`delete -f FILE` and `delete KIND NAME`, for resources, are `resource::delete`.)
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -13,14 +14,21 @@ pub async fn run(
     args: &DeleteArgs,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
+    let key = match args.target.as_deref() {
+        Some(key) if key.starts_with('/') && args.name.is_none() => key,
+        Some(key) if key.starts_with('/') => {
+            anyhow::bail!("unexpected NAME after a key: `delete KEY` takes one key or prefix")
+        }
+        _ => return super::resource::delete(store, args, out).await,
+    };
     if args.prefix {
-        check_prefix(&args.key)?;
-        let count = store.delete_prefix(&args.key).await?;
+        check_prefix(key)?;
+        let count = store.delete_prefix(key).await?;
         writeln!(out, "deleted {count} keys")?;
         return Ok(ExitCode::SUCCESS);
     }
-    if !store.delete(&args.key).await? {
-        anyhow::bail!("no such key: {}", args.key);
+    if !store.delete(key).await? {
+        anyhow::bail!("no such key: {key}");
     }
     writeln!(out, "OK")?;
     Ok(ExitCode::SUCCESS)

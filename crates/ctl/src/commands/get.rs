@@ -1,4 +1,5 @@
-//! `calicoctl get KEY-or-PREFIX`: the value at a key, or every key and value under a prefix.
+//! `calicoctl get KEY-or-PREFIX`: the value at a key, or every key and value under a prefix
+//! (`get KIND [NAME]`, for resources, is `resource::get`).
 //! Stored values that the model refuses are flagged on stderr, so an operator sees at once
 //! which object Felix is treating as missing.
 
@@ -18,12 +19,19 @@ pub async fn run(
     args: &GetArgs,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
-    let (pairs, single) = fetch(store, &args.key).await?;
+    if !args.target.starts_with('/') {
+        return super::resource::get(store, args, out).await;
+    }
+    if let Some(name) = &args.name {
+        anyhow::bail!("unexpected {name:?} after a key: `get KEY` takes one key or prefix");
+    }
+    let key = &args.target;
+    let (pairs, single) = fetch(store, key).await?;
     if pairs.is_empty() {
-        anyhow::bail!("nothing at {}: no such key and no keys below it", args.key);
+        anyhow::bail!("nothing at {key}: no such key and no keys below it");
     }
     pairs.iter().for_each(warn_if_invalid);
-    match (args.output, single) {
+    match (args.output.unwrap_or(Output::Text), single) {
         (Output::Json, _) => {
             let rendered = bundle::render(pairs.iter().map(|p| (p.key.as_str(), p.value.as_str())));
             out.write_all(rendered.as_bytes())?;
@@ -34,6 +42,10 @@ pub async fn run(
                 writeln!(out, "{}\n{}", pair.key, pair.value)?;
             }
         }
+        (other, _) => anyhow::bail!(
+            "-o {other:?} is for resources; a key prints as text or json",
+            other = format!("{other:?}").to_lowercase()
+        ),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -8,6 +8,7 @@ pub mod ipam;
 pub mod load;
 pub mod node;
 pub mod put;
+pub mod resource;
 pub mod selector;
 pub mod validate;
 

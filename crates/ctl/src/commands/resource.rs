@@ -1,0 +1,250 @@
+//! `calicoctl create|apply|replace -f FILE`, `delete -f FILE`, `delete KIND NAME` and
+//! `get KIND [NAME]`: resources as documents (see docs/resources.md).
+//!
+//! A file is handled in three passes, so that nothing is written unless everything can be:
+//! every document is validated (all problems reported), then every resource is checked against
+//! the datastore (create refuses what exists, replace and delete what does not), then all the
+//! writes go in one transaction conditional on the keys being as read.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail};
+use calico_datastore::{Datastore, TxnOp};
+use calico_model::key::Key;
+use serde_json::{Map, Value};
+
+use super::read_file;
+use crate::cli::{DeleteArgs, FileArgs, GetArgs, Output, ResourceFilter};
+use crate::resource::id::Id;
+use crate::resource::kind::Kind;
+use crate::resource::parse::{self, Document};
+use crate::resource::store::{self, Change, Mode};
+use crate::resource::{Resource, describe, list, table};
+
+/// `create`, `apply` or `replace -f FILE`.
+pub async fn write(
+    store: &dyn Datastore,
+    args: &FileArgs,
+    mode: Mode,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let documents = parse::parse(&read_file(&args.filename)?)?;
+    let resources = validate(&documents, true)?;
+    let changes = plan(store, mode, &resources).await?;
+    commit(store, &changes, out).await
+}
+
+/// `delete -f FILE` or `delete KIND NAME`.
+pub async fn delete(
+    store: &dyn Datastore,
+    args: &DeleteArgs,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let mode = Mode::Delete {
+        skip_missing: args.skip_missing,
+    };
+    let resources = match &args.filename {
+        Some(path) => validate(&parse::parse(&read_file(path)?)?, false)?,
+        None => vec![named(store, args).await?],
+    };
+    let changes = plan(store, mode, &resources).await?;
+    check_tiers(store, &changes).await?;
+    commit(store, &changes, out).await
+}
+
+/// `get KIND [NAME]`.
+pub async fn get(
+    store: &dyn Datastore,
+    args: &GetArgs,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let kind = kind(&args.target)?;
+    let name = args.name.as_deref();
+    let documents: Vec<Value> = store::list(store, kind)
+        .await?
+        .iter()
+        .filter(|(id, _)| selects(id, name, &args.filter))
+        .map(|(id, values)| store::to_document(id, values))
+        .collect();
+    if let (Some(name), true) = (name, documents.is_empty()) {
+        bail!("{kind} {name:?} not found");
+    }
+    let single = name.is_some() && documents.len() == 1;
+    let as_document = || match single {
+        true => documents[0].clone(),
+        false => list(documents.clone()),
+    };
+    match args.output.unwrap_or(Output::Table) {
+        Output::Table => out.write_all(table::render(kind, &documents, false).as_bytes())?,
+        Output::Wide => out.write_all(table::render(kind, &documents, true).as_bytes())?,
+        // Starting with `---`, outputs can be concatenated into one file of documents.
+        Output::Yaml => write!(out, "---\n{}", serde_yaml_ng::to_string(&as_document())?)?,
+        Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&as_document())?)?,
+        Output::Text => bail!("-o text is for keys; resources print as table, wide, yaml or json"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn kind(text: &str) -> anyhow::Result<Kind> {
+    Kind::from_cli(text).ok_or_else(|| {
+        anyhow!(
+            "unknown resource kind {text:?} (expected one of {}, or a key starting with /)",
+            Kind::list()
+        )
+    })
+}
+
+fn selects(id: &Id, name: Option<&str>, filter: &ResourceFilter) -> bool {
+    name.is_none_or(|name| id.name() == name)
+        && filter
+            .node
+            .as_deref()
+            .is_none_or(|node| id.node() == Some(node))
+        && filter
+            .tier
+            .as_deref()
+            .is_none_or(|tier| id.tier() == Some(tier))
+}
+
+/// Validates every document; reports every problem and fails if there is one.
+fn validate(documents: &[Document], with_spec: bool) -> anyhow::Result<Vec<Resource>> {
+    let mut resources: Vec<Resource> = Vec::new();
+    let mut problems = Vec::new();
+    for document in documents {
+        match Resource::from_document(document, with_spec) {
+            Ok(resource) => match resources.iter().find(|r| r.id == resource.id) {
+                Some(first) => problems.push(format!(
+                    "document {}: {} is also document {}: a file names a resource once",
+                    resource.index,
+                    describe(&resource.id),
+                    first.index
+                )),
+                None => resources.push(resource),
+            },
+            Err(err) => problems.push(err.to_string()),
+        }
+    }
+    refuse(&problems, documents.len(), "documents are invalid")?;
+    Ok(resources)
+}
+
+fn refuse(problems: &[String], total: usize, what: &str) -> anyhow::Result<()> {
+    if problems.is_empty() {
+        return Ok(());
+    }
+    for problem in problems {
+        eprintln!("error: {problem}");
+    }
+    bail!("{} of {total} {what}; nothing was written", problems.len())
+}
+
+/// Checks every resource against the datastore; reports every refusal.
+async fn plan(
+    store: &dyn Datastore,
+    mode: Mode,
+    resources: &[Resource],
+) -> anyhow::Result<Vec<Change>> {
+    let mut changes = Vec::new();
+    let mut problems = Vec::new();
+    for resource in resources {
+        match store::plan(store, mode, resource).await {
+            Ok(change) => changes.push(change),
+            Err(err) => problems.push(format!("document {}: {err:#}", resource.index)),
+        }
+    }
+    refuse(&problems, resources.len(), "resources were refused")?;
+    Ok(changes)
+}
+
+async fn commit(
+    store: &dyn Datastore,
+    changes: &[Change],
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    store::write(store, changes).await?;
+    for change in changes {
+        writeln!(out, "{} {}", describe(&change.id), change.outcome)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The one resource `delete KIND NAME` names: found by listing (so a policy is found in any
+/// tier, an endpoint on any node), else taken from the name and filters as given.
+async fn named(store: &dyn Datastore, args: &DeleteArgs) -> anyhow::Result<Resource> {
+    let kind = kind(args.target.as_deref().unwrap_or_default())?;
+    let Some(name) = args.name.as_deref() else {
+        bail!("give the {kind}'s NAME, or -f FILE");
+    };
+    let found: Vec<Id> = store::list(store, kind)
+        .await?
+        .into_keys()
+        .filter(|id| selects(id, Some(name), &args.filter))
+        .collect();
+    let id = match found.as_slice() {
+        [id] => id.clone(),
+        [] => from_name(kind, name, &args.filter)?,
+        several => {
+            let names: Vec<String> = several.iter().map(describe).collect();
+            bail!(
+                "{} resources match: {}; narrow it with --node or --tier, or use -f",
+                several.len(),
+                names.join("; ")
+            );
+        }
+    };
+    Ok(Resource {
+        index: 1,
+        id,
+        pairs: Vec::new(),
+    })
+}
+
+fn from_name(kind: Kind, name: &str, filter: &ResourceFilter) -> anyhow::Result<Id> {
+    let mut metadata = Map::new();
+    metadata.insert("name".into(), name.into());
+    for (field, value) in [("node", &filter.node), ("tier", &filter.tier)] {
+        if let Some(value) = value {
+            metadata.insert(field.into(), value.clone().into());
+        }
+    }
+    Id::from_metadata(kind, &metadata).map_err(|err| {
+        let hint = if err.reason == "missing" {
+            " (give it with a flag, or use -f)"
+        } else {
+            ""
+        };
+        anyhow!("{kind} {name:?}: {err}{hint}")
+    })
+}
+
+/// A tier is deleted only with its last policy: a policy of a tier without metadata is not one
+/// an operator can see or order.
+async fn check_tiers(store: &dyn Datastore, changes: &[Change]) -> anyhow::Result<()> {
+    let deleted = |key: &str| {
+        changes
+            .iter()
+            .flat_map(|c| &c.ops)
+            .any(|op| matches!(op, TxnOp::Delete { key: k } if k == key))
+    };
+    for change in changes.iter().filter(|c| c.outcome == "deleted") {
+        let Id::Tier(tier) = &change.id else { continue };
+        let prefix = format!("/calico/v1/policy/tier/{tier}/policy/");
+        let left: Vec<String> = (store.list(&prefix).await?.into_iter())
+            .filter(|pair| !deleted(&pair.key))
+            .filter_map(|pair| match Key::parse(&pair.key) {
+                Ok(Key::Policy { policy, .. }) => Some(policy),
+                _ => None,
+            })
+            .collect();
+        if !left.is_empty() {
+            bail!(
+                "document {}: tier {tier:?} still has policies {}: delete them first (or in the \
+                 same file); nothing was written",
+                change.index,
+                left.join(", ")
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! The kinds of resource documents, their spelling in documents and on the command line.
+
+use std::fmt;
+
+/// The `apiVersion` of every document this tool reads and writes.
+pub const API_VERSION: &str = "projectcalico.org/v1";
+
+/// A kind of resource: what a document's `kind` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Tier,
+    Policy,
+    Profile,
+    WorkloadEndpoint,
+    HostEndpoint,
+    IpPool,
+    BgpPeer,
+    Node,
+    FelixConfig,
+    IpamConfig,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 10] = [
+        Kind::Tier,
+        Kind::Policy,
+        Kind::Profile,
+        Kind::WorkloadEndpoint,
+        Kind::HostEndpoint,
+        Kind::IpPool,
+        Kind::BgpPeer,
+        Kind::Node,
+        Kind::FelixConfig,
+        Kind::IpamConfig,
+    ];
+
+    /// The spelling of `kind` in a document.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Tier => "tier",
+            Kind::Policy => "policy",
+            Kind::Profile => "profile",
+            Kind::WorkloadEndpoint => "workloadEndpoint",
+            Kind::HostEndpoint => "hostEndpoint",
+            Kind::IpPool => "ipPool",
+            Kind::BgpPeer => "bgpPeer",
+            Kind::Node => "node",
+            Kind::FelixConfig => "felixConfig",
+            Kind::IpamConfig => "ipamConfig",
+        }
+    }
+
+    /// Short names accepted on the command line besides the document spelling and its plural.
+    fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Kind::Tier => &[],
+            Kind::Policy => &["policies", "pol"],
+            Kind::Profile => &["pro"],
+            Kind::WorkloadEndpoint => &["wep"],
+            Kind::HostEndpoint => &["hep"],
+            Kind::IpPool => &["pool", "pools"],
+            Kind::BgpPeer => &["peer", "peers"],
+            Kind::Node => &["no"],
+            Kind::FelixConfig => &["felixconfiguration"],
+            Kind::IpamConfig => &["ipamconfiguration"],
+        }
+    }
+
+    /// The kind a document names: exactly the document spelling.
+    pub fn from_document(text: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|kind| kind.as_str() == text)
+    }
+
+    /// The kind a command line names: any case, singular or plural, or a short name.
+    pub fn from_cli(text: &str) -> Option<Kind> {
+        let text = text.to_ascii_lowercase();
+        Kind::ALL.into_iter().find(|kind| {
+            let name = kind.as_str().to_ascii_lowercase();
+            text == name || text == format!("{name}s") || kind.aliases().contains(&text.as_str())
+        })
+    }
+
+    /// Every document spelling, for error messages.
+    pub fn list() -> String {
+        let names: Vec<&str> = Kind::ALL.iter().map(|kind| kind.as_str()).collect();
+        names.join(", ")
+    }
+
+    /// The `metadata` fields a document of this kind may have; the first ones are required.
+    pub fn metadata_fields(self) -> (&'static [&'static str], &'static [&'static str]) {
+        match self {
+            Kind::Policy => (&["name"], &["tier"]),
+            Kind::WorkloadEndpoint => (&["name", "node", "orchestrator", "workload"], &[]),
+            Kind::HostEndpoint => (&["name", "node"], &[]),
+            Kind::BgpPeer => (&["name"], &["node"]),
+            _ => (&["name"], &[]),
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_takes_plurals_and_short_names() {
+        assert_eq!(Kind::from_cli("policies"), Some(Kind::Policy));
+        assert_eq!(Kind::from_cli("IPPool"), Some(Kind::IpPool));
+        assert_eq!(
+            Kind::from_cli("workloadendpoints"),
+            Some(Kind::WorkloadEndpoint)
+        );
+        assert_eq!(Kind::from_cli("hep"), Some(Kind::HostEndpoint));
+        assert_eq!(Kind::from_cli("felixconfigs"), Some(Kind::FelixConfig));
+        assert_eq!(Kind::from_cli("widget"), None);
+        assert_eq!(Kind::from_document("ippool"), None);
+    }
+}
