@@ -465,8 +465,9 @@ impl Routing {
             }
         }
         // After the routes, so that a removal never delays an addition; one table dump for
-        // the whole batch.
-        changes.conntrack_entries_deleted = flush_conntrack(&self.netns, &plan.conntrack_flush)?;
+        // the whole batch, on a blocking thread.
+        changes.conntrack_entries_deleted =
+            flush_conntrack(&self.netns, &plan.conntrack_flush).await?;
         changes.conntrack_flushed = plan.conntrack_flush.clone();
         self.addresses = plan.addresses.clone();
         Ok(changes)

@@ -55,11 +55,22 @@ const ENOENT: i32 = 2;
 const HEADER: usize = 16;
 
 /// Deletes every conntrack entry with one of `addresses` at either end, in either direction.
-/// Returns how many entries went; nothing to delete is fine.
-pub fn flush_conntrack(netns: &Netns, addresses: &[IpAddr]) -> Result<usize, ConntrackError> {
+/// Returns how many entries went; nothing to delete is fine. The socket is synchronous: the
+/// work runs on a blocking thread, off the async reactor.
+pub async fn flush_conntrack(netns: &Netns, addresses: &[IpAddr]) -> Result<usize, ConntrackError> {
     if addresses.is_empty() {
         return Ok(0);
     }
+    let (netns, addresses) = (netns.clone(), addresses.to_vec());
+    tokio::task::spawn_blocking(move || flush_blocking(&netns, &addresses))
+        .await
+        .map_err(|e| ConntrackError::Request {
+            operation: "flush",
+            reason: format!("the thread running it failed: {e}"),
+        })?
+}
+
+fn flush_blocking(netns: &Netns, addresses: &[IpAddr]) -> Result<usize, ConntrackError> {
     let socket = in_netns(netns, || {
         let mut socket = Socket::new(NETLINK_NETFILTER)?;
         socket.bind_auto()?;

@@ -251,8 +251,8 @@ fn interface_sysctls_are_set_on_the_namespace_interface() {
 
 /// Connections are forgotten by address over ctnetlink: original or reply end, NAT'd or not,
 /// in a zone or not, both families; connections of other addresses stay.
-#[test]
-fn conntrack_entries_of_removed_addresses_go_and_others_stay() {
+#[tokio::test]
+async fn conntrack_entries_of_removed_addresses_go_and_others_stay() {
     require_tool("conntrack");
     let ns = NetNs::new("calico-ct");
     let insert = |args: &str| {
@@ -278,7 +278,7 @@ fn conntrack_entries_of_removed_addresses_go_and_others_stay() {
 
     let netns = Netns::named(ns.name());
     let gone = ["10.0.0.2".parse().unwrap(), "fd00::2".parse().unwrap()];
-    assert_eq!(flush_conntrack(&netns, &gone).unwrap(), 4);
+    assert_eq!(flush_conntrack(&netns, &gone).await.unwrap(), 4);
     let (v4, v6) = (listed("ipv4"), listed("ipv6"));
     assert!(
         !v4.contains("10.0.0.2") && !v6.contains("fd00::2"),
@@ -289,7 +289,7 @@ fn conntrack_entries_of_removed_addresses_go_and_others_stay() {
         "{v4}{v6}"
     );
     assert_eq!(
-        flush_conntrack(&netns, &gone).unwrap(),
+        flush_conntrack(&netns, &gone).await.unwrap(),
         0,
         "nothing left to delete is fine"
     );
