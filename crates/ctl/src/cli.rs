@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::help;
+
 /// Manage a Calico cluster through its datastore (etcd v3).
 ///
 /// Keys and values are those of the Calico data model (see docs/data-model.md and docs/keys.md):
@@ -43,27 +45,30 @@ pub struct EtcdArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create resources from a file of YAML or JSON documents; refuses any that exist
-    #[command(after_help = CREATE_EXAMPLES)]
+    #[command(after_help = help::CREATE_EXAMPLES)]
     Create(FileArgs),
     /// Create resources, or replace them if they exist (the usual way to write resources)
-    #[command(after_help = APPLY_EXAMPLES)]
+    #[command(after_help = help::APPLY_EXAMPLES)]
     Apply(FileArgs),
     /// Replace existing resources from a file; refuses any that do not exist
-    #[command(after_help = REPLACE_EXAMPLES)]
+    #[command(after_help = help::REPLACE_EXAMPLES)]
     Replace(FileArgs),
     /// List resources of a kind as a table or as documents (get KIND [NAME]), or print the value
     /// at a key or every key under a prefix (get /calico/...)
-    #[command(after_help = GET_EXAMPLES)]
+    #[command(after_help = help::GET_EXAMPLES)]
     Get(GetArgs),
     /// Validate a value and write it at a key
+    #[command(after_help = help::PUT_EXAMPLES)]
     Put(PutArgs),
     /// Delete resources (-f FILE, or KIND NAME), or a key (or with --prefix everything under a
     /// prefix) of the datastore
-    #[command(after_help = DELETE_EXAMPLES)]
+    #[command(after_help = help::DELETE_EXAMPLES)]
     Delete(DeleteArgs),
     /// Validate a value for a key without writing it; prints OK or the precise error
+    #[command(after_help = help::VALIDATE_EXAMPLES)]
     Validate(ValidateArgs),
     /// Validate every key of a JSON bundle, then write them all (nothing is written if one is invalid)
+    #[command(after_help = help::LOAD_EXAMPLES)]
     Load(LoadArgs),
     /// Work with label selectors
     Selector {
@@ -75,10 +80,31 @@ pub enum Command {
         #[command(subcommand)]
         command: PolicyCommand,
     },
-    /// BGP nodes: this host's BGP sessions, the registered hosts
+    /// This host: Felix's health and last status report, the endpoints it programmed, BGP
+    /// sessions
+    #[command(after_help = help::STATUS_EXAMPLES)]
+    Status(StatusArgs),
+    /// Collect what support needs from this host into one .tar.gz: versions, Felix and
+    /// calico-node logs, iptables/ip6tables/ipset, routes, neighbours, BIRD's protocols and
+    /// routes, this host's keys, Felix's effective configuration. Works with etcd down
+    #[command(after_help = help::DIAGS_EXAMPLES)]
+    Diags(DiagsArgs),
+    /// BGP nodes: this host's BGP sessions, the registered hosts; remove a host that is gone
     Node {
         #[command(subcommand)]
         command: NodeCommand,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    #[command(after_help = help::COMPLETION_EXAMPLES)]
+    Completion {
+        /// The shell to complete for
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// The datastore as a whole: migrate a Calico 1.4 datastore (etcd v2 API) into this one
+    Datastore {
+        #[command(subcommand)]
+        command: DatastoreCommand,
     },
     /// IP address management: assign, release, show usage, check for leaks
     Ipam {
@@ -88,12 +114,97 @@ pub enum Command {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum DatastoreCommand {
+    /// Copy every /calico/ key of a Calico 1.4 datastore (etcd's v2 API) into the v3 datastore
+    /// (--etcd-endpoints). A dry run unless --apply: counts per kind of key, every key that does
+    /// not validate (never copied), keys with a TTL (Felix status reports, never copied) and keys
+    /// the v3 datastore holds with another value (refused unless --force). Keys v3 already holds
+    /// with the same value are left alone, so a second run writes nothing.
+    #[command(after_help = help::MIGRATE_EXAMPLES)]
+    Migrate(MigrateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// Comma-separated endpoints (http:// or https://) of the etcd serving the v2 API (etcd
+    /// 2.x, or 3.x with --enable-v2)
+    #[arg(long, value_name = "ENDPOINTS")]
+    pub from_v2: String,
+    /// CA certificate that signed the v2 etcd's server certificate (needed for https)
+    #[arg(long)]
+    pub v2_ca_cert_file: Option<PathBuf>,
+    /// Client certificate presented to the v2 etcd
+    #[arg(long, requires = "v2_key_file")]
+    pub v2_cert_file: Option<PathBuf>,
+    /// Private key of that client certificate
+    #[arg(long, requires = "v2_cert_file")]
+    pub v2_key_file: Option<PathBuf>,
+    /// Write the keys (without it, nothing is written)
+    #[arg(long)]
+    pub apply: bool,
+    /// Overwrite keys the v3 datastore holds with another value
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Subcommand)]
 pub enum NodeCommand {
     /// This host's BGP sessions as BIRD reports them: peer, type (mesh, rr, global, node),
     /// state, since, routes imported and exported. Runs `birdc` on calico-node's socket.
+    #[command(after_help = help::NODE_STATUS_EXAMPLES)]
     Status(NodeStatusArgs),
     /// The hosts registered for BGP: addresses, AS number, route reflector cluster id
+    #[command(after_help = help::NODE_LIST_EXAMPLES)]
     List,
+    /// Remove a host that is gone from the datastore: its endpoints, per-host Felix config, BGP
+    /// settings, Felix statuses, the addresses still assigned there and its block affinities.
+    /// Asks for confirmation; refused while the host's Felix still reports status
+    #[command(after_help = help::NODE_REMOVE_EXAMPLES)]
+    Remove(NodeRemoveArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NodeRemoveArgs {
+    /// The host's name, as Felix and calico-node know it
+    pub host: String,
+    /// Do not ask for confirmation
+    #[arg(long, short)]
+    pub yes: bool,
+    /// Remove it even though its Felix still reports status (it will write some keys again
+    /// while it runs)
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DiagsArgs {
+    /// Where the archive is written
+    #[arg(long, default_value_os_t = std::env::temp_dir())]
+    pub output_dir: PathBuf,
+    /// This host's name (default: the kernel's host name)
+    #[arg(long, env = "NODENAME")]
+    pub hostname: Option<String>,
+    /// Felix's log (its LogFilePath; in a calico-lab: $CALICO_LAB_DIR/<lab>/felix-<host>.log)
+    #[arg(long, default_value = "/var/log/calico/felix.log")]
+    pub felix_log: PathBuf,
+    /// calico-node's log (where its supervisor sends its output; in a calico-lab:
+    /// $CALICO_LAB_DIR/<lab>/node-<host>.log)
+    #[arg(long, default_value = "/var/log/calico/calico-node.log")]
+    pub node_log: PathBuf,
+    #[command(flatten)]
+    pub bird: NodeStatusArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// This host's name (default: the kernel's host name, as Felix uses it)
+    #[arg(long, env = "NODENAME")]
+    pub hostname: Option<String>,
+    /// Felix's health endpoint (its HealthPort)
+    #[arg(long, default_value = "http://127.0.0.1:9099")]
+    pub felix_health_url: String,
+    #[command(flatten)]
+    pub bird: NodeStatusArgs,
 }
 
 #[derive(Debug, Args)]
@@ -113,17 +224,21 @@ pub struct NodeStatusArgs {
 #[derive(Debug, Subcommand)]
 pub enum IpamCommand {
     /// Assign one given address (--ip) or a number of addresses from the pools (--ipv4/--ipv6)
+    #[command(after_help = help::IPAM_ASSIGN_EXAMPLES)]
     Assign(IpamAssignArgs),
     /// Release addresses (--ip, repeatable), everything assigned to a handle (--handle), or a
     /// host's empty blocks (--empty-blocks-of)
+    #[command(after_help = help::IPAM_RELEASE_EXAMPLES)]
     Release(IpamReleaseArgs),
     /// Show per-pool and per-block usage, or what one address is assigned to (--ip: its block,
     /// host, handle and attributes)
+    #[command(after_help = help::IPAM_SHOW_EXAMPLES)]
     Show(IpamShowArgs),
     /// Report leaked addresses (assigned but used by no workload endpoint), handle records that
     /// disagree with the blocks, stale affinities and values that do not read (key, field, fix);
     /// exits 1 when something is wrong.
     /// An address assigned by a CNI ADD still in progress looks leaked for that moment.
+    #[command(after_help = help::IPAM_CHECK_EXAMPLES)]
     Check(IpamCheckArgs),
     /// Claim or release one host's affinity to one block
     Block {
@@ -131,6 +246,7 @@ pub enum IpamCommand {
         command: IpamBlockCommand,
     },
     /// Show the IPAM settings, or change them (--strict-affinity, --auto-allocate-blocks)
+    #[command(after_help = help::IPAM_CONFIG_EXAMPLES)]
     Config(IpamConfigArgs),
 }
 
@@ -138,9 +254,11 @@ pub enum IpamCommand {
 pub enum IpamBlockCommand {
     /// Make the block affine to the host (creating it empty if it does not exist); refused when
     /// another host has it
+    #[command(after_help = help::IPAM_BLOCK_EXAMPLES)]
     Claim(IpamBlockArgs),
     /// Give up the host's affinity to the block: an empty block is deleted, one holding
     /// addresses keeps them and is affine to no host
+    #[command(after_help = help::IPAM_BLOCK_EXAMPLES)]
     Release(IpamBlockArgs),
 }
 
@@ -228,6 +346,7 @@ pub struct IpamCheckArgs {
 pub enum PolicyCommand {
     /// Show how the policy in the datastore judges one packet at one endpoint: every tier,
     /// policy, profile and rule consulted, and what decided. Reads the live datastore.
+    #[command(after_help = help::EXPLAIN_EXAMPLES)]
     Explain(ExplainArgs),
 }
 
@@ -274,6 +393,7 @@ pub struct ExplainArgs {
 pub enum SelectorCommand {
     /// Evaluate selectors against labels. Reads JSON lines {"selector": "...", "labels": {...}}
     /// on stdin and prints one line per input: true, false, or error: <reason>
+    #[command(after_help = help::SELECTOR_EVAL_EXAMPLES)]
     Eval,
 }
 
@@ -368,34 +488,6 @@ pub struct DeleteArgs {
     pub filter: ResourceFilter,
 }
 
-const CREATE_EXAMPLES: &str = "Examples:
-  calicoctl create -f pools.yaml
-  cat policy.yaml | calicoctl create -f -";
-
-const APPLY_EXAMPLES: &str = "Examples:
-  calicoctl apply -f policy.yaml
-  calicoctl get policy -o yaml > all.yaml && calicoctl apply -f all.yaml   # changes nothing
-
-Nothing is written if any document is invalid; the resources of a file are written in one
-transaction. See docs/resources.md for every kind and field.";
-
-const REPLACE_EXAMPLES: &str = "Examples:
-  calicoctl replace -f policy.yaml";
-
-const GET_EXAMPLES: &str = "Examples:
-  calicoctl get policy                      # NAME, TIER, ORDER, SELECTOR
-  calicoctl get policy web --tier my-tier -o yaml
-  calicoctl get workloadEndpoint --node host1 -o wide
-  calicoctl get ippools -o json
-  calicoctl get /calico/v1/policy/          # raw keys and values";
-
-const DELETE_EXAMPLES: &str = "Examples:
-  calicoctl delete -f policy.yaml
-  calicoctl delete policy web --tier my-tier
-  calicoctl delete ipPool 10.65.0.0/16
-  calicoctl delete /calico/v1/config/LogSeverityScreen
-  calicoctl delete --prefix /calico/v1/policy/tier/my-tier/";
-
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
     /// The key the value is meant for (its kind decides the object type)
@@ -409,4 +501,34 @@ pub struct LoadArgs {
     /// A JSON object mapping keys to values ('-' for stdin); `get -o json` writes this format
     #[arg(short, long)]
     pub file: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every command that runs something (every leaf of the tree) shows examples in --help.
+    #[test]
+    fn every_command_has_examples() {
+        let mut missing = Vec::new();
+        let mut stack = vec![(String::from("calicoctl"), Cli::command())];
+        while let Some((path, command)) = stack.pop() {
+            let subcommands: Vec<_> = command.get_subcommands().cloned().collect();
+            if subcommands.is_empty() || path == "calicoctl help" {
+                let examples = command
+                    .get_after_help()
+                    .is_some_and(|text| text.to_string().contains("Examples:"));
+                if !examples && !path.ends_with(" help") {
+                    missing.push(path);
+                }
+                continue;
+            }
+            for sub in subcommands {
+                stack.push((format!("{path} {}", sub.get_name()), sub));
+            }
+        }
+        assert_eq!(missing, Vec::<String>::new(), "commands without examples");
+    }
 }

@@ -3,14 +3,23 @@
 //! | module | owns |
 //! | --- | --- |
 //! | `cli` | the command line (clap), the text of `--help` |
+//! | `help` | the examples at the end of each command's `--help` |
+//! | `diags` | what `calicoctl diags` collects, and its archive |
+//! | `http` | a plain HTTP GET (etcd v2, Felix's health) |
 //! | `connect` | datastore connection from flags and `ETCD_*` variables |
 //! | `commands` | one file per subcommand; each takes a datastore and a writer |
+//! | `v2`, `migrate` | reading etcd v2 (Calico 1.4) and the pure plan of `datastore migrate` |
 //! | `resource` | resource documents (`apply -f`, `get KIND`): kinds, their keys, parsing, tables |
 
 pub mod cli;
 pub mod commands;
 pub mod connect;
+pub mod diags;
+pub mod help;
+pub mod http;
+pub mod migrate;
 pub mod resource;
+pub mod v2;
 
 use std::process::ExitCode;
 
@@ -29,6 +38,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Node {
             command: cli::NodeCommand::Status(args),
         } => commands::node::status(&args, &mut out),
+        Command::Completion { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            // Into a buffer first: clap_complete panics on a write error (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "calicoctl", &mut script);
+            std::io::Write::write_all(&mut out, &script)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Diags(args) => commands::diags::run(&cli.etcd, &args, &mut out).await,
+        Command::Status(args) => match connect::connect(&cli.etcd).await {
+            Ok(store) => commands::status::run(Some(store.as_ref()), None, &args, &mut out).await,
+            Err(error) => {
+                commands::status::run(None, Some(format!("{error:#}")), &args, &mut out).await
+            }
+        },
         command => {
             let store = connect::connect(&cli.etcd).await?;
             match command {
@@ -53,11 +77,26 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Command::Node {
                     command: cli::NodeCommand::List,
                 } => commands::node::list(store.as_ref(), &mut out).await,
+                Command::Node {
+                    command: cli::NodeCommand::Remove(args),
+                } => {
+                    let mut stdin = std::io::stdin().lock();
+                    commands::node_remove::run(store.into(), &args, &mut stdin, &mut out).await
+                }
                 Command::Node { .. } => unreachable!("handled above"),
+                Command::Datastore {
+                    command: cli::DatastoreCommand::Migrate(args),
+                } => commands::datastore::migrate(store.as_ref(), &args, &mut out).await,
                 Command::Ipam { command } => {
                     commands::ipam::run(store.into(), command, &mut out).await
                 }
-                Command::Selector { .. } | Command::Validate(_) => unreachable!("handled above"),
+                Command::Selector { .. }
+                | Command::Validate(_)
+                | Command::Status(_)
+                | Command::Diags(_)
+                | Command::Completion { .. } => {
+                    unreachable!("handled above")
+                }
             }
         }
     }

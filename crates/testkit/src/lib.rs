@@ -9,6 +9,7 @@
 //! - [`Tails`]: median, p99 and maximum of a benchmark's samples.
 
 mod etcd;
+pub mod etcd_v2;
 mod netns;
 mod stats;
 mod tls;

@@ -55,7 +55,7 @@ async fn block_affinity(
 }
 
 /// One line per affinity change, naming the block and the host.
-fn describe_outcome(cidr: IpNet, host: &str, outcome: &AffinityOutcome) -> String {
+pub(crate) fn describe_outcome(cidr: IpNet, host: &str, outcome: &AffinityOutcome) -> String {
     match outcome {
         AffinityOutcome::Claimed => format!("block {cidr} is affine to host {host}"),
         AffinityOutcome::AlreadyClaimed => {

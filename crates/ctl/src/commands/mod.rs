@@ -1,15 +1,19 @@
 //! One module per subcommand. Each takes the datastore (if it needs one) and a writer, so the
 //! logic is testable without a terminal.
 
+pub mod datastore;
 pub mod delete;
+pub mod diags;
 pub mod explain;
 pub mod get;
 pub mod ipam;
 pub mod load;
 pub mod node;
+pub mod node_remove;
 pub mod put;
 pub mod resource;
 pub mod selector;
+pub mod status;
 pub mod validate;
 
 use std::io::Read;
@@ -49,4 +53,11 @@ pub fn read_file(path: &Path) -> anyhow::Result<String> {
         return Ok(text);
     }
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// The kernel's host name, as Felix and calico-node default to it.
+pub fn kernel_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned())
 }

@@ -3,7 +3,9 @@
 use std::io::Write;
 use std::process::{Command, ExitCode};
 
-use calico_bgp::{BgpConfig, DEFAULT_AS, datastore_prefixes, parse_protocols};
+use calico_bgp::{
+    BgpConfig, DEFAULT_AS, Session as BgpSession, datastore_prefixes, parse_protocols,
+};
 use calico_datastore::Datastore;
 use calico_model::{Key, invalid_warning, parse_value};
 
@@ -11,6 +13,13 @@ use crate::cli::NodeStatusArgs;
 
 /// This host's BGP sessions, from BIRD.
 pub fn status(args: &NodeStatusArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    let sessions = bird_sessions(args)?;
+    write_sessions(&sessions, out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Asks BIRD for its protocols over calico-node's socket, failing with what BIRD said.
+pub fn bird_sessions(args: &NodeStatusArgs) -> anyhow::Result<Vec<BgpSession>> {
     let output = Command::new(&args.birdc)
         .arg("-s")
         .arg(&args.bird_socket)
@@ -19,20 +28,27 @@ pub fn status(args: &NodeStatusArgs, out: &mut impl Write) -> anyhow::Result<Exi
         .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", args.birdc.display()))?;
     let text = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() || text.contains("Unable to connect") {
+        let said = match text.trim() {
+            "" => String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+            said => said.to_owned(),
+        };
         anyhow::bail!(
-            "BIRD is not answering on {} ({}): is calico-node running on this host? \
+            "BIRD is not answering on {} ({said}): is calico-node running on this host? \
              (--bird-socket names another socket)",
             args.bird_socket.display(),
-            text.trim()
         );
     }
-    let sessions = parse_protocols(&text);
+    Ok(parse_protocols(&text))
+}
+
+/// The sessions as an aligned table.
+pub fn write_sessions(sessions: &[BgpSession], out: &mut impl Write) -> std::io::Result<()> {
     writeln!(
         out,
         "{:<26} {:<7} {:<6} {:<13} {:>8} {:>8}  INFO",
         "PEER ADDRESS", "TYPE", "STATE", "SINCE", "IMPORTED", "EXPORTED"
     )?;
-    for s in &sessions {
+    for s in sessions {
         let kind = s.kind.map_or("other", |k| match k {
             calico_bgp::PeerKind::Mesh => "mesh",
             calico_bgp::PeerKind::Rr => "rr",
@@ -51,7 +67,7 @@ pub fn status(args: &NodeStatusArgs, out: &mut impl Write) -> anyhow::Result<Exi
     if sessions.is_empty() {
         writeln!(out, "(no BGP sessions configured)")?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// The registered hosts.

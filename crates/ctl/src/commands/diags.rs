@@ -1,0 +1,209 @@
+//! `calicoctl diags`: one `.tar.gz` with what support needs from this host (see `crate::diags`
+//! for the contents). Works with etcd down: what could not be collected is listed, with why.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use calico_datastore::Datastore;
+use calico_model::bundle;
+
+use super::kernel_hostname;
+use crate::cli::{DiagsArgs, EtcdArgs};
+use crate::connect;
+use crate::diags::{COMMANDS, Collection, VERSIONS, felix_config_from_log, run as run_tool};
+
+/// How long etcd may take to answer before it counts as down.
+const ETCD_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub async fn run(
+    etcd: &EtcdArgs,
+    args: &DiagsArgs,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let host = args.hostname.clone().unwrap_or_else(kernel_hostname);
+    let mut c = Collection::default();
+    c.text("versions.txt", versions().await);
+    c.log("logs/felix.log", &args.felix_log);
+    c.log("logs/calico-node.log", &args.node_log);
+    for (name, argv) in COMMANDS {
+        c.command(name, argv).await;
+    }
+    let socket = args.bird.bird_socket.to_string_lossy().into_owned();
+    let birdc = args.bird.birdc.to_string_lossy().into_owned();
+    c.command(
+        "bird-protocols.txt",
+        &[&birdc, "-s", &socket, "show", "protocols", "all"],
+    )
+    .await;
+    c.command("bird-routes.txt", &[&birdc, "-s", &socket, "show", "route"])
+        .await;
+    let logged = std::fs::read_to_string(&args.felix_log)
+        .map(|log| felix_config_from_log(&log))
+        .unwrap_or_default();
+    let datastore = match tokio::time::timeout(ETCD_TIMEOUT, datastore_part(etcd, &host)).await {
+        Ok(Ok(found)) => Ok(found),
+        Ok(Err(why)) => Err(format!("{why:#}")),
+        Err(_) => Err(format!("etcd did not answer within {ETCD_TIMEOUT:?}")),
+    };
+    match &datastore {
+        Ok((keys, _)) => c.text("etcd-keys.json", keys.clone()),
+        Err(why) => c.missing("etcd-keys.json", format!("datastore not reachable: {why}")),
+    }
+    let layer = datastore.as_ref().ok().map(|(_, layer)| layer);
+    c.text(
+        "felix-config.txt",
+        felix_config(&logged, layer, &args.felix_log),
+    );
+    if logged.is_empty() {
+        c.missing(
+            "felix-config.txt (effective configuration)",
+            format!(
+                "no `config NAME = ...` lines of a Felix start in {}",
+                args.felix_log.display()
+            ),
+        );
+    }
+    if layer.is_none() {
+        c.missing(
+            "felix-config.txt (datastore layer)",
+            "datastore not reachable",
+        );
+    }
+    let base = format!("calico-diags-{host}-{}", timestamp());
+    let path = c.write(&args.output_dir, &base)?;
+    if !c.missing.is_empty() {
+        writeln!(out, "{} item(s) could not be collected:", c.missing.len())?;
+        for (what, why) in &c.missing {
+            writeln!(out, "  {what}: {why}")?;
+        }
+    }
+    writeln!(out, "diagnostics written to {}", path.display())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line per program: its version, or why not.
+async fn versions() -> String {
+    let mut text = format!("calicoctl {}\n", env!("CARGO_PKG_VERSION"));
+    for argv in VERSIONS {
+        let answer = run_tool(argv).await.unwrap_or_else(|why| why);
+        text.push_str(&format!("{}: {}\n", argv.join(" "), answer.trim()));
+    }
+    text
+}
+
+/// This host's keys as a bundle, and the datastore's layer of Felix's configuration
+/// (name → (value, source)), the host's value winning over the global one.
+async fn datastore_part(
+    etcd: &EtcdArgs,
+    host: &str,
+) -> anyhow::Result<(String, BTreeMap<String, (String, &'static str)>)> {
+    let store = connect::connect(etcd).await?;
+    let prefixes = [
+        format!("/calico/v1/host/{host}/"),
+        format!("/calico/bgp/v1/host/{host}/"),
+        format!("/calico/felix/v1/host/{host}/"),
+        format!("/calico/ipam/v2/host/{host}/"),
+        "/calico/v1/config/".to_owned(),
+        "/calico/v1/Ready".to_owned(),
+    ];
+    let mut pairs = Vec::new();
+    for prefix in &prefixes {
+        pairs.extend(store.list(prefix).await?);
+    }
+    let keys = bundle::render(pairs.iter().map(|p| (p.key.as_str(), p.value.as_str())));
+    Ok((keys, config_layer(store.as_ref(), host).await?))
+}
+
+async fn config_layer(
+    store: &dyn Datastore,
+    host: &str,
+) -> anyhow::Result<BTreeMap<String, (String, &'static str)>> {
+    let mut layer = BTreeMap::new();
+    let sources = [
+        ("/calico/v1/config/".to_owned(), "etcd /calico/v1/config"),
+        (
+            format!("/calico/v1/host/{host}/config/"),
+            "etcd host config",
+        ),
+    ];
+    for (prefix, source) in sources {
+        for pair in store.list(&prefix).await? {
+            let name = pair.key[prefix.len()..].to_owned();
+            layer.insert(name, (pair.value, source));
+        }
+    }
+    Ok(layer)
+}
+
+fn felix_config(
+    logged: &[String],
+    layer: Option<&BTreeMap<String, (String, &'static str)>>,
+    log: &std::path::Path,
+) -> String {
+    let mut text = format!(
+        "# effective configuration, as Felix logged it at its last start in {}\n",
+        log.display()
+    );
+    for line in logged {
+        text.push_str(line);
+        text.push('\n');
+    }
+    if logged.is_empty() {
+        text.push_str("(not found in the log)\n");
+    }
+    text.push_str(
+        "\n# the datastore's layer (Felix's environment variables and config file win over it)\n",
+    );
+    match layer {
+        Some(layer) => {
+            for (name, (value, source)) in layer {
+                text.push_str(&format!("{name} = {value:?} ({source})\n"));
+            }
+        }
+        None => text.push_str("(datastore not reachable)\n"),
+    }
+    text
+}
+
+/// UTC `YYYYMMDDTHHMMSSZ`, for the archive's name.
+fn timestamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day), Howard Hinnant's algorithm.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn days_become_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_415), (2025, 11, 23));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+}
