@@ -1,13 +1,13 @@
-//! `calico-lab demo`: a two-host cluster, four workloads, and the seed examples applied step by
-//! step, with the connectivity matrix after each step; then a host endpoint with its failsafe
-//! ports, and pool masquerade (in `host`). The cluster stays up afterwards.
+//! `calico-lab demo`: a two-host cluster, four workloads, and the seed examples applied step
+//! by step as YAML resources with `calicoctl apply -f` (in `resources`; the raw form, `etcdctl
+//! put` of each key, is shown once), with the connectivity matrix after each step; then a host
+//! endpoint with its failsafe ports, and pool masquerade (in `host`). The cluster stays up
+//! afterwards.
 
 mod host;
+mod resources;
 
 use std::time::Duration;
-
-use anyhow::Context;
-use calico_datastore::Datastore;
 
 use crate::check::{matrix, render};
 use crate::cluster::{self, UpOptions};
@@ -15,10 +15,7 @@ use crate::etcd::connect;
 use crate::ready::{ADD_LIMIT, wait_programmed};
 use crate::state::Lab;
 use crate::workloads::{self, WorkloadSpec};
-
-const PROFILES: &str = include_str!("../../../examples/30-profiles.json");
-const FAILSAFE: &str = include_str!("../../../examples/10-failsafe-tier.json");
-const WEBSERVER: &str = include_str!("../../../examples/20-webserver-tier.json");
+use resources::{FAILSAFE, PROFILES, WEBSERVER};
 
 pub async fn run(name: &str) -> anyhow::Result<()> {
     let mut lab = match Lab::load(name) {
@@ -77,30 +74,36 @@ pub async fn run(name: &str) -> anyhow::Result<()> {
     say(
         "The seed's profiles: db-user (tag db-user) and database, which admits TCP 5432 from the db-user tag and ping from anyone. Only frontend reaches database on 5432:",
     );
-    load(&lab, PROFILES).await?;
+    resources::apply(&lab, &PROFILES)?;
+    let store = connect(&lab).await?;
+    resources::show_raw(&store, "db-user").await?;
     show(&lab, 5432).await?;
 
-    say("web and client get open profiles (everything in, everything out):");
+    say(
+        "web and client get open profiles (everything in, everything out), written the raw way: a profile's rules are one key:",
+    );
     let open =
         r#"{"inbound_rules": [{"action": "allow"}], "outbound_rules": [{"action": "allow"}]}"#;
-    let store = connect(&lab).await?;
     for profile in ["web", "client"] {
-        store
-            .put(&format!("/calico/v1/policy/profile/{profile}/rules"), open)
-            .await?;
+        host::put(
+            &store,
+            &format!("/calico/v1/policy/profile/{profile}/rules"),
+            open,
+        )
+        .await?;
     }
     show(&lab, 80).await?;
 
     say(
         "A tiered policy: my-tier's webserver policy selects role == \"webserver\" and allows only TCP 80 in. A tier that applies and does not allow drops the rest (ping to web now fails):",
     );
-    load(&lab, WEBSERVER).await?;
+    resources::apply(&lab, &WEBSERVER)?;
     show(&lab, 80).await?;
 
     say(
         "The failsafe tier (order 0) comes first: it allows ICMP (and SSH from the management network), then passes the rest on with next-tier. Pings now get through everywhere; TCP is unchanged:",
     );
-    load(&lab, FAILSAFE).await?;
+    resources::apply(&lab, &FAILSAFE)?;
     show(&lab, 80).await?;
 
     host::host_endpoint(&lab).await?;
@@ -113,7 +116,7 @@ pub async fn run(name: &str) -> anyhow::Result<()> {
         format!("calico-lab --lab {name}")
     };
     println!(
-        "\nThe lab stays up. Explore it:\n  eval \"$({cmd} env)\"\n  calicoctl get /calico/v1/policy/\n  {cmd} check --port 5432\n  {cmd} exec frontend -- ping -c1 10.65.0.20\nTear it down: {cmd} down"
+        "\nThe lab stays up. Explore it:\n  eval \"$({cmd} env)\"\n  calicoctl get policy\n  calicoctl get profile db-user -o yaml\n  {cmd} check --port 5432\n  {cmd} exec frontend -- ping -c1 10.65.0.20\nTear it down: {cmd} down"
     );
     Ok(())
 }
@@ -126,15 +129,5 @@ async fn show(lab: &Lab, port: u16) -> anyhow::Result<()> {
     wait_programmed(lab, Duration::from_secs(60)).await?;
     let m = matrix(lab, port, Duration::from_millis(500)).await?;
     print!("{}", render(lab, &m, port));
-    Ok(())
-}
-
-/// Writes a bundle of the examples as `calicoctl load` reads it.
-async fn load(lab: &Lab, bundle: &str) -> anyhow::Result<()> {
-    let store = connect(lab).await?;
-    for entry in calico_model::bundle::parse(bundle).context("example bundle")? {
-        println!("  etcdctl put {} '{}'", entry.key, entry.raw);
-        store.put(&entry.key, &entry.raw).await?;
-    }
     Ok(())
 }

@@ -144,7 +144,7 @@ pub fn start_node(lab: &Lab, host: &Host, node: &Path) -> anyhow::Result<i32> {
 }
 
 /// A binary beside calico-lab, else on PATH.
-fn sibling_binary(name: &str, package: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn sibling_binary(name: &str, package: &str) -> anyhow::Result<PathBuf> {
     let beside = std::env::current_exe()?.with_file_name(name);
     if beside.is_file() {
         return Ok(beside);

@@ -1,7 +1,8 @@
 //! The bundle format: one JSON object mapping keys to values, so a set of related keys (a tier
 //! and its policies, a profile's rules, tags and labels) lives in one file. `calicoctl get -o
 //! json` writes it and `calicoctl load` reads it (so `get -o json` output can be loaded back
-//! unchanged); `calico-lab demo` reads the examples in it.
+//! unchanged); the seed examples in `examples/*.json` are bundles (the demo applies their YAML
+//! twins, `examples/*.yaml`, as resources).
 //!
 //! Values that are JSON objects or lists are stored as compact JSON; JSON strings are stored as
 //! their text (`"64512"` → `64512`, for plain-text keys such as `as_num` or Felix config);

@@ -251,7 +251,7 @@ async fn settle(lab: &Lab) -> anyhow::Result<()> {
         .map(drop)
 }
 
-async fn put(store: &EtcdDatastore, key: &str, value: &str) -> anyhow::Result<()> {
+pub(super) async fn put(store: &EtcdDatastore, key: &str, value: &str) -> anyhow::Result<()> {
     println!("  etcdctl put {key} '{value}'");
     store.put(key, value).await?;
     Ok(())
