@@ -235,7 +235,7 @@ async fn main() {
     let _down = Down(name.clone());
     let state = Lab::load(&name).unwrap();
     let store = EtcdDatastore::connect(EtcdConfig {
-        endpoints: vec![state.client_endpoint.clone()],
+        endpoints: state.client_endpoints(),
         ..EtcdConfig::default()
     })
     .await

@@ -10,6 +10,7 @@ use calico_datastore::EtcdDatastore;
 
 use crate::etcd;
 use crate::logs::{log_hint, with_log_tail};
+use crate::members::{self, MAX_MEMBERS};
 use crate::processes;
 use crate::ready::{self, Deadline};
 use crate::state::{Host, Lab, check_name};
@@ -32,6 +33,9 @@ pub struct UpOptions {
     /// Host subnets (1 to [`MAX_SUBNETS`]): with more than one, the fabric routes between
     /// them and host N is on subnet `(N - 1) % subnets + 1`.
     pub subnets: u32,
+    /// etcd members (1 to [`MAX_MEMBERS`]): one lives in the fabric; more form a cluster,
+    /// each in its own namespace on the fabric.
+    pub etcd_members: u32,
 }
 
 impl Default for UpOptions {
@@ -44,6 +48,7 @@ impl Default for UpOptions {
             route_reflectors: Vec::new(),
             timeout: ready::UP_LIMIT,
             subnets: 1,
+            etcd_members: 1,
         }
     }
 }
@@ -59,6 +64,12 @@ pub async fn up(name: &str, options: &UpOptions) -> anyhow::Result<Lab> {
         bail!(
             "--subnets must be between 1 and {MAX_SUBNETS}, not {}",
             options.subnets
+        );
+    }
+    if !(1..=MAX_MEMBERS).contains(&options.etcd_members) {
+        bail!(
+            "--etcd-members must be between 1 and {MAX_MEMBERS}, not {}",
+            options.etcd_members
         );
     }
     crate::sh::require(&[
@@ -81,6 +92,7 @@ pub async fn up(name: &str, options: &UpOptions) -> anyhow::Result<Lab> {
         name: name.to_owned(),
         dir,
         client_endpoint: String::new(),
+        etcd: Vec::new(),
         hosts: Vec::new(),
         workloads: Vec::new(),
         pids: Vec::new(),
@@ -101,15 +113,11 @@ pub async fn up(name: &str, options: &UpOptions) -> anyhow::Result<Lab> {
 
 async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Result<()> {
     topology::add_fabric(lab, options.subnets)?;
-    processes::start_etcd(lab)?;
-    let relay = processes::start_relay(lab).await?;
-    lab.pids.push(relay.pid);
-    lab.client_endpoint = format!("http://127.0.0.1:{}", relay.port);
-    lab.save()?;
-
+    start_etcd(lab, options.etcd_members).await?;
+    let first = lab.etcd[0].name.clone();
     let store = etcd::connect(lab)
         .await
-        .with_context(|| log_hint(lab, "etcd"))?;
+        .with_context(|| log_hint(lab, &first))?;
     etcd::seed(&store, options).await?;
 
     for n in 1..=options.hosts {
@@ -127,6 +135,28 @@ async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Resu
     }
     lab.save()?;
     settle(lab, options, &store).await
+}
+
+/// The etcd members, each started with the whole cluster as its initial configuration, and a
+/// relay to each for the caller. Does not wait: the first request waits for a quorum.
+async fn start_etcd(lab: &mut Lab, count: u32) -> anyhow::Result<()> {
+    lab.etcd = members::plan(&lab.name, count);
+    lab.save()?;
+    for (index, member) in lab.etcd.iter().enumerate() {
+        if member.netns != Lab::fabric_netns(&lab.name) {
+            topology::add_member(lab, member, index as u32 + 1)?;
+        }
+    }
+    for index in 0..lab.etcd.len() {
+        lab.etcd[index].pid = Some(members::start(lab, &lab.etcd[index])?);
+        let relay = processes::start_relay(lab, &lab.etcd[index]).await?;
+        lab.pids.push(relay.pid);
+        lab.etcd[index].client = format!("http://127.0.0.1:{}", relay.port);
+        lab.save()?;
+    }
+    let clients: Vec<&str> = lab.etcd.iter().map(|m| m.client.as_str()).collect();
+    lab.client_endpoint = clients.join(",");
+    lab.save()
 }
 
 /// Waits until every Felix is in sync and has programmed everything written so far, and every

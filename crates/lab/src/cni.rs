@@ -38,12 +38,12 @@ pub fn plugin_dir() -> anyhow::Result<PathBuf> {
 }
 
 /// The network configuration a host's runtime would pass.
-pub fn network_config(host: &Host) -> Value {
+pub fn network_config(lab: &Lab, host: &Host) -> Value {
     json!({
         "cniVersion": "1.0.0",
         "name": NETWORK,
         "type": "calico",
-        "etcd_endpoints": Lab::fabric_endpoint(),
+        "etcd_endpoints": lab.etcd_endpoints(),
         "nodename": host.name,
         "log_level": "info",
         "ipam": {"type": "calico-ipam", "assign_ipv4": true, "assign_ipv6": true},
@@ -78,7 +78,7 @@ pub fn call(
         .env("CNI_IFNAME", "eth0")
         .env("CNI_ARGS", args)
         .env("CNI_PATH", format!("{}:/usr/lib/cni", dir.display()));
-    let config = network_config(host).to_string();
+    let config = network_config(lab, host).to_string();
     let out = sh::output_with_stdin(&mut cni, &config).context("cannot run the CNI plugin")?;
     let log = lab.log_path(&format!("cni-{container}"));
     let _ = std::fs::write(&log, &out.stderr);

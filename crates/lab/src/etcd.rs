@@ -46,7 +46,7 @@ pub async fn seed(store: &EtcdDatastore, options: &UpOptions) -> anyhow::Result<
 /// A datastore client for the lab's etcd, as the caller reaches it.
 pub async fn connect(lab: &Lab) -> anyhow::Result<EtcdDatastore> {
     let config = EtcdConfig {
-        endpoints: vec![lab.client_endpoint.clone()],
+        endpoints: lab.client_endpoints(),
         ..EtcdConfig::default()
     };
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -9,6 +9,8 @@
 //! - [`topology`]: the fabric, the host subnets, the hosts' namespaces and addresses;
 //! - [`processes`]: spawning, finding, stopping and restarting etcd, the relay, Felix,
 //!   calico-node and echo servers;
+//! - [`members`]: the etcd members (one in the fabric, or a cluster): their flags, starting,
+//!   stopping and restarting one, which one leads;
 //! - [`etcd`]: connecting to the lab's etcd and what `up` writes into it first;
 //! - [`workloads`]: plugging workloads in and out through CNI, their profiles and labels;
 //! - [`cni`]: calling the `calico` CNI plugin as a runtime does;
@@ -24,6 +26,7 @@ pub mod cni;
 pub mod demo;
 pub mod etcd;
 pub mod logs;
+pub mod members;
 pub mod probe;
 pub mod processes;
 pub mod ready;

@@ -25,6 +25,8 @@ enum Cmd {
     Up(commands::up::Args),
     /// Prints `export` lines so calicoctl and etcdctl reach the lab's etcd.
     Env,
+    /// The etcd members: `status` (which leads), `stop MEMBER`, `start MEMBER`.
+    Etcd(commands::etcd::Args),
     /// Adds or removes workloads.
     Workload(commands::workload::Args),
     /// Runs a command inside a workload's namespace.
@@ -92,6 +94,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Cmd::Up(args) => commands::up::run(name, args).await,
         Cmd::Env => commands::env::run(name),
+        Cmd::Etcd(args) => commands::etcd::run(name, args).await,
         Cmd::Workload(args) => commands::workload::run(name, args).await,
         Cmd::Exec(args) => commands::exec::run(name, args),
         Cmd::Check(args) => commands::check::run(name, args).await,

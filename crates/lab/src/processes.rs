@@ -1,4 +1,4 @@
-//! The lab's processes: spawning them (etcd, the relay, Felix under its supervisor,
+//! The lab's processes: spawning them (the relays to etcd's members, Felix under its supervisor,
 //! calico-node, echo servers), finding them (by pid, by namespace, by command line), stopping
 //! them, and restarting a host's Felix.
 
@@ -14,39 +14,7 @@ use nix::unistd::Pid;
 use crate::logs::log_hint;
 use crate::ready::poll;
 use crate::sh;
-use crate::state::{ETCD_PORT, FABRIC_IP, Host, Lab, SERVED_PORTS, Workload};
-
-/// Starts etcd in the fabric namespace, listening on the fabric's address.
-pub fn start_etcd(lab: &Lab) -> anyhow::Result<i32> {
-    let fabric = Lab::fabric_netns(&lab.name);
-    let etcd_url = Lab::fabric_endpoint();
-    let peer = "http://127.0.0.1:2380";
-    let data = lab.dir.join("etcd");
-    let data = data.to_str().context("state dir is not UTF-8")?;
-    let etcd_args = [
-        "--name",
-        "lab",
-        "--data-dir",
-        data,
-        "--listen-client-urls",
-        &etcd_url,
-        "--advertise-client-urls",
-        &etcd_url,
-        "--listen-peer-urls",
-        peer,
-        "--initial-advertise-peer-urls",
-        peer,
-        "--initial-cluster",
-        &format!("lab={peer}"),
-    ];
-    spawn(
-        Some(&fabric),
-        Path::new("etcd"),
-        &etcd_args,
-        &[],
-        &lab.log_path("etcd"),
-    )
-}
+use crate::state::{ETCD_PORT, EtcdMember, Host, Lab, SERVED_PORTS, Workload};
 
 /// The relay that lets the caller reach etcd: its pid and the port it listens on (on
 /// 127.0.0.1 in the caller's namespace).
@@ -56,23 +24,24 @@ pub struct Relay {
     pub port: String,
 }
 
-/// Starts the relay (`calico-lab relay`) and waits until it listens.
-pub async fn start_relay(lab: &Lab) -> anyhow::Result<Relay> {
+/// Starts the relay (`calico-lab relay`) to one etcd member and waits until it listens.
+pub async fn start_relay(lab: &Lab, member: &EtcdMember) -> anyhow::Result<Relay> {
     let fabric = Lab::fabric_netns(&lab.name);
-    let port_file = lab.dir.join("relay.port");
+    let port_file = lab.dir.join(format!("{}.port", member.relay_name()));
     let me = std::env::current_exe().context("cannot find the calico-lab binary")?;
-    let to = format!("{FABRIC_IP}:{ETCD_PORT}");
+    let to = format!("{}:{ETCD_PORT}", member.ip);
     let relay_args = ["relay", "--netns", &fabric, "--to", &to, "--port-file"];
     let mut args: Vec<&str> = relay_args.to_vec();
     args.push(port_file.to_str().context("state dir is not UTF-8")?);
-    let pid = spawn(None, &me, &args, &[], &lab.log_path("relay"))?;
+    let log = lab.log_path(&member.relay_name());
+    let pid = spawn(None, &me, &args, &[], &log)?;
     let port = poll("the relay to listen", Duration::from_secs(10), || {
         Ok(std::fs::read_to_string(&port_file)
             .ok()
             .filter(|p| !p.is_empty()))
     })
     .await
-    .with_context(|| log_hint(lab, "relay"))?;
+    .with_context(|| log_hint(lab, &member.relay_name()))?;
     Ok(Relay { pid, port })
 }
 
@@ -89,7 +58,7 @@ pub fn start_felix(
     felix: &Path,
 ) -> anyhow::Result<i32> {
     let mut env = vec![
-        ("FELIX_ETCDENDPOINTS".to_owned(), Lab::fabric_endpoint()),
+        ("FELIX_ETCDENDPOINTS".to_owned(), lab.etcd_endpoints()),
         ("FELIX_FELIXHOSTNAME".to_owned(), host.name.clone()),
         (
             "FELIX_PROMETHEUSMETRICSENABLED".to_owned(),
@@ -119,7 +88,7 @@ pub fn start_node(lab: &Lab, host: &Host, node: &Path) -> anyhow::Result<i32> {
     let run_dir = lab.dir.join(&host.name);
     let run_dir = run_dir.to_str().context("state dir is not UTF-8")?;
     let (ip, ip6) = (host.ip.to_string(), host.ip6.to_string());
-    let endpoint = Lab::fabric_endpoint();
+    let endpoint = lab.etcd_endpoints();
     let args = [
         "--hostname",
         &host.name,

@@ -20,8 +20,13 @@ pub const SERVED_PORTS: &[u16] = &[80, 443, 5432, 6379, 8080];
 pub struct Lab {
     pub name: String,
     pub dir: PathBuf,
-    /// `http://127.0.0.1:<port>`: etcd as the caller's shell reaches it (through the relay).
+    /// `http://127.0.0.1:<port>[,…]`: etcd as the caller's shell reaches it, one relay per
+    /// member, comma-separated (as `ETCD_ENDPOINTS` takes them).
     pub client_endpoint: String,
+    /// The etcd members (empty in the state of a lab from before clusters: one member in the
+    /// fabric).
+    #[serde(default)]
+    pub etcd: Vec<EtcdMember>,
     pub hosts: Vec<Host>,
     pub workloads: Vec<Workload>,
     /// Processes started in the caller's namespace (the relay); the rest die with their
@@ -78,6 +83,34 @@ impl Host {
     }
 }
 
+/// One etcd member: `etcd` in the fabric (a one-member lab) or `etcdN` in `<lab>.etcdN`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EtcdMember {
+    pub name: String,
+    pub netns: String,
+    /// Where it serves clients (port [`ETCD_PORT`]) and peers (port 2380; a lone member in the
+    /// fabric talks to no peer and listens for them on 127.0.0.1 only).
+    pub ip: Ipv4Addr,
+    pub pid: Option<i32>,
+    /// `http://127.0.0.1:<port>`: its relay, as the caller reaches it.
+    pub client: String,
+}
+
+impl EtcdMember {
+    /// Its client URL on the fabric, as hosts reach it.
+    pub fn url(&self) -> String {
+        format!("http://{}:{ETCD_PORT}", self.ip)
+    }
+
+    /// The name of its relay's log (and port file).
+    pub fn relay_name(&self) -> String {
+        match self.name.as_str() {
+            "etcd" => "relay".to_owned(),
+            member => format!("relay-{member}"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Workload {
     pub name: String,
@@ -105,9 +138,40 @@ impl Lab {
         format!("{name}.fabric")
     }
 
-    /// etcd as hosts reach it over the fabric.
+    /// etcd as hosts reach it over the fabric when the lab has one member (the default).
     pub fn fabric_endpoint() -> String {
         format!("http://{FABRIC_IP}:{ETCD_PORT}")
+    }
+
+    /// Every member's client URL as hosts reach them over the fabric, comma-separated: what
+    /// Felix, calico-node and the CNI plugin are given.
+    pub fn etcd_endpoints(&self) -> String {
+        if self.etcd.is_empty() {
+            return Lab::fabric_endpoint();
+        }
+        let urls: Vec<String> = self.etcd.iter().map(EtcdMember::url).collect();
+        urls.join(",")
+    }
+
+    /// The members' relays, as the caller reaches them.
+    pub fn client_endpoints(&self) -> Vec<String> {
+        self.client_endpoint
+            .split(',')
+            .filter(|e| !e.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    pub fn member(&self, name: &str) -> anyhow::Result<&EtcdMember> {
+        let names: Vec<&str> = self.etcd.iter().map(|m| m.name.as_str()).collect();
+        match self.etcd.iter().find(|m| m.name == name) {
+            Some(member) => Ok(member),
+            None => bail!(
+                "no etcd member {name:?} in lab {:?}; members: {}",
+                self.name,
+                names.join(", ")
+            ),
+        }
     }
 
     pub fn load(name: &str) -> anyhow::Result<Lab> {

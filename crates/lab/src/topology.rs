@@ -1,11 +1,11 @@
 //! The lab's network: the fabric namespace with one bridge per host subnet (and routing between
-//! subnets), the hosts' namespaces with their fabric addresses, routes and static neighbours,
+//! subnets), the etcd members' namespaces (in a cluster), the hosts' namespaces with their fabric addresses, routes and static neighbours,
 //! and finding a lab's namespaces again.
 
 use anyhow::Context;
 
 use crate::sh::{self, ip, ipl};
-use crate::state::{Host, Lab, subnet_gateway, subnet_gateway6};
+use crate::state::{EtcdMember, Host, Lab, subnet_gateway, subnet_gateway6};
 
 /// The most host subnets `up --subnets` makes.
 pub const MAX_SUBNETS: u32 = 8;
@@ -95,6 +95,26 @@ pub fn add_host(lab: &Lab, n: u32, subnet: u32) -> anyhow::Result<Host> {
         node_pid: None,
         subnet,
     })
+}
+
+/// The namespace of an etcd member of a cluster: eth0 with its address on the fabric's first
+/// bridge `br0`, default routes through the fabric (hosts of other subnets reach it through the
+/// fabric's router). A lone member lives in the fabric itself and needs none.
+pub fn add_member(lab: &Lab, member: &EtcdMember, index: u32) -> anyhow::Result<()> {
+    let (netns, fabric) = (&member.netns, Lab::fabric_netns(&lab.name));
+    add_netns(netns)?;
+    let port = format!("e{index}");
+    ipl(&format!(
+        "-n {netns} link add eth0 type veth peer name {port} netns {fabric}"
+    ))?;
+    ipl(&format!("-n {fabric} link set {port} master br0 up"))?;
+    ipl(&format!("-n {netns} addr add {}/24 dev eth0", member.ip))?;
+    ipl(&format!("-n {netns} link set eth0 up"))?;
+    ipl(&format!(
+        "-n {netns} route add default via {}",
+        subnet_gateway(1)
+    ))?;
+    Ok(())
 }
 
 /// Hosts know each other's fabric MACs up front, so that the first packets between fresh

@@ -6,6 +6,7 @@ pub mod connect_rate;
 pub mod demo;
 pub mod down;
 pub mod env;
+pub mod etcd;
 pub mod exec;
 pub mod flow;
 pub mod probe;

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use calico_lab::{UpOptions, cluster, ready, topology};
+use calico_lab::{UpOptions, cluster, members, ready, topology};
 
 use super::felix_env;
 
@@ -32,6 +32,11 @@ pub struct Args {
     /// subnets then needs encapsulation (a pool's `vxlan_mode`).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=topology::MAX_SUBNETS as i64))]
     subnets: u32,
+    /// etcd members: 1 runs in the fabric; 3 (or 2 to 7) form a real cluster, each member in
+    /// its own namespace on the fabric (10.99.0.2, .3, ...), and every component is given
+    /// every member's endpoint.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=members::MAX_MEMBERS as i64))]
+    etcd_members: u32,
 }
 
 pub async fn run(name: &str, args: Args) -> anyhow::Result<()> {
@@ -43,12 +48,14 @@ pub async fn run(name: &str, args: Args) -> anyhow::Result<()> {
         route_reflectors: args.route_reflectors,
         timeout: Duration::from_secs(args.timeout_secs),
         subnets: args.subnets,
+        etcd_members: args.etcd_members,
     };
     let lab = cluster::up(name, &options).await?;
     println!(
-        "lab {name:?} is up: {} hosts, etcd at {}",
+        "lab {name:?} is up: {} hosts, etcd at {} ({} on the fabric)",
         lab.hosts.len(),
-        lab.client_endpoint
+        lab.client_endpoint,
+        lab.etcd_endpoints()
     );
     if lab.subnets > 1 {
         for host in &lab.hosts {
