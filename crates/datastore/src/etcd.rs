@@ -123,12 +123,22 @@ impl EtcdDatastore {
     {
         let attempts = 2 * self.clients.len() + 1;
         let mut attempt = 1;
+        let mut election = Duration::ZERO;
         loop {
             let index = self.current.load(Ordering::Relaxed) % self.clients.len();
             let error = match request(self.clients[index].clone()).await {
                 Ok(value) => return Ok(value),
                 Err(error) => error,
             };
+            // A cluster electing a leader answers "leader changed" / "no leader" for about an
+            // election timeout: wait it out (a transaction is not retried: it may have been
+            // applied, and its caller's compare-and-swap loop re-reads instead).
+            if electing(&error) && operation != TRANSACTION && election < ELECTION_WAIT {
+                tracing::debug!(%error, "etcd is electing a leader; retrying");
+                tokio::time::sleep(ELECTION_STEP).await;
+                election += ELECTION_STEP;
+                continue;
+            }
             match undelivered(&error) {
                 Some(kind) if attempt < attempts => {
                     if kind == std::io::ErrorKind::ConnectionRefused {
@@ -173,6 +183,20 @@ impl EtcdDatastore {
             .await?;
         Ok(response.header().map_or(0, |h| h.revision()))
     }
+}
+
+/// The operation name of a transaction, which is never retried on an election.
+const TRANSACTION: &str = "transaction on";
+/// How long a request waits for a cluster to elect a leader (about two election timeouts of
+/// etcd's defaults), and the step between tries.
+const ELECTION_WAIT: Duration = Duration::from_secs(2);
+const ELECTION_STEP: Duration = Duration::from_millis(100);
+
+/// Whether etcd refused the request because its cluster has no leader right now.
+fn electing(error: &etcd_client::Error) -> bool {
+    matches!(error, etcd_client::Error::GRpcStatus(status)
+        if status.code() == tonic::Code::Unavailable
+            && (status.message().contains("leader changed") || status.message().contains("no leader")))
 }
 
 /// The kind of I/O error behind `error` when it proves the request never reached etcd: the
@@ -380,7 +404,7 @@ impl Datastore for EtcdDatastore {
             .or_else(|| ops.first().map(op_key))
             .unwrap_or("");
         let response = self
-            .call("transaction on", first, |mut client| {
+            .call(TRANSACTION, first, |mut client| {
                 let txn = txn.clone();
                 async move { client.txn(txn).await }
             })
@@ -479,5 +503,32 @@ fn to_event(event: &etcd_client::Event) -> Option<WatchEvent> {
             key: String::from_utf8_lossy(kv.key()).into_owned(),
             mod_revision: kv.mod_revision(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_election_is_told_apart_from_other_refusals() {
+        let status =
+            |code, message: &str| etcd_client::Error::GRpcStatus(tonic::Status::new(code, message));
+        assert!(electing(&status(
+            tonic::Code::Unavailable,
+            "etcdserver: leader changed"
+        )));
+        assert!(electing(&status(
+            tonic::Code::Unavailable,
+            "etcdserver: no leader"
+        )));
+        assert!(!electing(&status(
+            tonic::Code::Unavailable,
+            "transport is closing"
+        )));
+        assert!(!electing(&status(
+            tonic::Code::InvalidArgument,
+            "etcdserver: leader changed"
+        )));
     }
 }
