@@ -23,10 +23,7 @@
 //! target/release/examples/churn_bench`
 
 use std::collections::{HashMap, VecDeque};
-use std::fs::File;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -37,6 +34,9 @@ use ipnet::{IpNet, Ipv4Net};
 use tokio::task::JoinHandle;
 use tokio::time::{MissedTickBehavior, interval, sleep};
 
+mod common;
+use common::{Felix, cpu_secs, rss_mib};
+
 const HOST: &str = "h1";
 const CHURN: Duration = Duration::from_secs(60);
 /// One workload added (and, once `ALIVE` are up, one removed) per period: 100/s.
@@ -46,87 +46,6 @@ const ALIVE: usize = 100;
 const BASELINE: u32 = 20;
 const POLL: Duration = Duration::from_millis(2);
 const RSS_EVERY: Duration = Duration::from_secs(10);
-
-/// A running Felix inside the namespace, killed on drop; its log kept in a temp dir.
-struct Felix {
-    child: Child,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Felix {
-    fn start(netns: &str, etcd: &str) -> Felix {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let log = dir.path().join("felix.log");
-        let out = File::create(&log).expect("log file");
-        // `ip netns exec` execs Felix in place: the child's pid is Felix's.
-        let child = Command::new("ip")
-            .args(["netns", "exec", netns])
-            .arg(felix_bin())
-            .env("FELIX_ETCDENDPOINTS", etcd)
-            .env("FELIX_FELIXHOSTNAME", HOST)
-            .env("FELIX_LOGFILEPATH", "none")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log file"))
-            .stderr(out)
-            .spawn()
-            .expect("calico-felix starts");
-        Felix {
-            child,
-            log,
-            _dir: dir,
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Felix {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// calico-felix: `$CALICO_FELIX_BIN`, else the one of this build profile.
-fn felix_bin() -> PathBuf {
-    std::env::var_os("CALICO_FELIX_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let me = std::env::current_exe().expect("own path");
-            me.parent()
-                .and_then(|p| p.parent())
-                .expect("target dir")
-                .join("calico-felix")
-        })
-}
-
-/// Felix's resident memory in MiB (`VmRSS`).
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("Felix runs");
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/<pid>/status");
-    kib / 1024.0
-}
-
-/// Felix's CPU time (user + system) in seconds; `/proc` counts in USER_HZ, 100 on Linux.
-fn cpu_secs(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("Felix runs");
-    // Fields after the command name (which may hold spaces): state is field 3, utime 14.
-    let after = &stat[stat.rfind(')').expect("stat format") + 2..];
-    let fields: Vec<&str> = after.split(' ').collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    ticks as f64 / 100.0
-}
 
 /// Workload number `n`: interface `cali<n>`, address 10.64.0.0/10 + n.
 #[derive(Clone, Copy)]
@@ -312,7 +231,7 @@ async fn churn(driver: &Arc<Driver>, pid: u32, first: u32, report: &mut Report) 
     let mut alive = VecDeque::new();
     let mut removals = Vec::new();
     let start = Instant::now();
-    let cpu_start = cpu_secs(pid);
+    let cpu_start = cpu_secs(pid).0;
     report.rss.push(("start".to_owned(), rss_mib(pid)));
     let mut next_rss = RSS_EVERY;
     let mut i = 0;
@@ -348,7 +267,7 @@ async fn churn(driver: &Arc<Driver>, pid: u32, first: u32, report: &mut Report) 
         add.await.expect("add task");
     }
     driver.settle(Duration::from_secs(2)).await;
-    report.felix_cpu = (cpu_secs(pid) - cpu_start) / report.churn_secs;
+    report.felix_cpu = (cpu_secs(pid).0 - cpu_start) / report.churn_secs;
     report.rss.push(("end of churn".to_owned(), rss_mib(pid)));
     for j in last {
         driver.remove(Workload(first + j as u32), false).await;
@@ -406,7 +325,7 @@ async fn bench(etcd: String, netns: String) -> (Report, String) {
         .await
         .unwrap();
     store.put("/calico/v1/Ready", "true").await.unwrap();
-    let felix = Felix::start(&netns, &etcd);
+    let felix = Felix::start(&netns, HOST, &etcd, &[]);
     let watch = Shared::default();
     let poller = Netlink::connect(&Netns::current()).unwrap();
     let poll = tokio::spawn(poll_routes(poller, watch.clone()));

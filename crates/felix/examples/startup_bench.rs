@@ -48,6 +48,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::sleep;
 
+mod common;
+use common::{Felix, cpu_secs, rss_mib};
+
 const HOST: &str = "h1";
 const ENDPOINTS: u32 = 1_000;
 const POLICIES: u32 = 5_000;
@@ -62,99 +65,13 @@ const SETTLE: Duration = Duration::from_secs(3);
 /// etcd's default limit is 128 operations per transaction.
 const BATCH: usize = 100;
 
-/// A running Felix inside the namespace, killed on drop; its log kept in a temp dir.
-struct Felix {
-    child: Child,
-    spawned: Instant,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Felix {
-    fn start(netns: &str, etcd: &str) -> Felix {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let log = dir.path().join("felix.log");
-        let out = File::create(&log).expect("log file");
-        let spawned = Instant::now();
-        // `ip netns exec` execs Felix in place: the child's pid is Felix's.
-        let child = Command::new("ip")
-            .args(["netns", "exec", netns])
-            .arg(felix_bin())
-            .env("FELIX_ETCDENDPOINTS", etcd)
-            .env("FELIX_FELIXHOSTNAME", HOST)
-            .env("FELIX_LOGFILEPATH", "none")
-            .env("FELIX_PROMETHEUSMETRICSENABLED", "true")
-            .env("FELIX_PROMETHEUSMETRICSPORT", METRICS_PORT.to_string())
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log file"))
-            .stderr(out)
-            .spawn()
-            .expect("calico-felix starts");
-        Felix {
-            child,
-            spawned,
-            log,
-            _dir: dir,
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Stops Felix with `signal` (`KILL`, `TERM`) and waits for it to go.
-    fn stop(mut self, signal: &str) -> String {
-        let pid = self.pid().to_string();
-        let status = Command::new("kill").args(["-s", signal, &pid]).status();
-        assert!(status.is_ok_and(|s| s.success()), "kill -s {signal} {pid}");
-        let _ = self.child.wait();
-        self.log()
-    }
-}
-
-impl Drop for Felix {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// calico-felix: `$CALICO_FELIX_BIN`, else the one of this build profile.
-fn felix_bin() -> PathBuf {
-    std::env::var_os("CALICO_FELIX_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let me = std::env::current_exe().expect("own path");
-            me.parent()
-                .and_then(|p| p.parent())
-                .expect("target dir")
-                .join("calico-felix")
-        })
-}
-
-/// Felix's resident memory in MiB (`VmRSS`).
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("Felix runs");
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/<pid>/status");
-    kib / 1024.0
-}
-
-/// Felix's CPU time in seconds, its own (user + system) and its waited-for children's; `/proc`
-/// counts in USER_HZ, 100 on Linux.
-fn cpu_secs(pid: u32) -> (f64, f64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("Felix runs");
-    // Fields after the command name (which may hold spaces): state is field 3, utime 14.
-    let after = &stat[stat.rfind(')').expect("stat format") + 2..];
-    let f: Vec<f64> = after.split(' ').map(|v| v.parse().unwrap_or(0.0)).collect();
-    ((f[11] + f[12]) / 100.0, (f[13] + f[14]) / 100.0)
+/// Felix with its Prometheus metrics on (they say when it is programmed and what it wrote).
+fn start_felix(netns: &str, etcd: &str) -> Felix {
+    let metrics = [
+        ("FELIX_PROMETHEUSMETRICSENABLED", "true".to_owned()),
+        ("FELIX_PROMETHEUSMETRICSPORT", METRICS_PORT.to_string()),
+    ];
+    Felix::start(netns, HOST, etcd, &metrics)
 }
 
 /// Workload number `n`: interface `cali<n>`, address 10.64.0.0/10 + n.
@@ -588,7 +505,7 @@ async fn run_site(site: &Site, signals: &[&'static str]) -> SiteReport {
         site.policies
     );
     let netlink = Netlink::connect(&Netns::current()).unwrap();
-    let mut felix = Felix::start(site.netns.name(), &site.etcd.endpoint());
+    let mut felix = start_felix(site.netns.name(), &site.etcd.endpoint());
     let cold = programmed(&felix, &netlink, site, revision).await;
     let kernel = site.kernel_sizes();
     let ping_ok = site
@@ -603,7 +520,7 @@ async fn run_site(site: &Site, signals: &[&'static str]) -> SiteReport {
         sleep(Duration::from_secs(1)).await;
         logs.push((phase, felix.stop(signal)));
         phase = signal;
-        felix = Felix::start(site.netns.name(), &site.etcd.endpoint());
+        felix = start_felix(site.netns.name(), &site.etcd.endpoint());
         let start = programmed(&felix, &netlink, site, revision).await;
         let echoes = ping.map(Ping::stop).unwrap_or_default();
         restarts.push(Restart {
