@@ -1,38 +1,66 @@
 //! Compact labels for a cluster of many endpoints: each endpoint's labels are one sorted slice,
 //! and equal names and values (`app`, `env`, `prod`) share one allocation through an interner.
+//!
+//! Selector evaluation is the hot path (every candidate set against every changed endpoint), and
+//! most label lookups miss: a selector names labels most endpoints lack. So each set keeps a
+//! 64-bit filter of its names' [`label_key`]s, and a lookup whose key is not in the filter is
+//! answered with one AND, without comparing a string.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use calico_model::selector::Labels;
+use calico_model::selector::{Labels, label_key};
 
 /// Labels sorted by name; cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LabelSet(Arc<[(Arc<str>, Arc<str>)]>);
+pub struct LabelSet {
+    entries: Arc<[Entry]>,
+    /// The union of [`filter_bits`] of every name: a name whose bits are not all here is absent.
+    filter: u64,
+}
+
+/// One label with the [`label_key`] of its name: a lookup compares keys, and compares strings
+/// only to confirm a key that matches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    key: u64,
+    label: (Arc<str>, Arc<str>),
+}
+
+/// Two bits of a 64-bit filter, from the best-mixed (high) bits of a [`label_key`]. With 5
+/// labels about 2 % of absent names pass the filter (and are then looked up), with 10 about 7 %.
+fn filter_bits(key: u64) -> u64 {
+    (1 << (key >> 58)) | (1 << ((key >> 52) & 63))
+}
 
 impl LabelSet {
     /// From (name, value) pairs; on duplicate names the first wins.
     pub fn from_pairs(mut pairs: Vec<(Arc<str>, Arc<str>)>) -> LabelSet {
         pairs.sort_by(|a, b| a.0.cmp(&b.0));
         pairs.dedup_by(|later, first| later.0 == first.0);
-        LabelSet(pairs.into())
+        let entries: Arc<[Entry]> = pairs
+            .into_iter()
+            .map(|label| Entry {
+                key: label_key(&label.0),
+                label,
+            })
+            .collect();
+        let filter = entries.iter().fold(0, |f, e| f | filter_bits(e.key));
+        LabelSet { entries, filter }
     }
 
     /// The value of a label.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .binary_search_by(|(n, _)| n.as_ref().cmp(name))
-            .ok()
-            .map(|i| self.0[i].1.as_ref())
+        self.get_label_keyed(name, label_key(name))
     }
 
     /// The labels in name order, with their shared strings.
     pub fn iter(&self) -> impl Iterator<Item = &(Arc<str>, Arc<str>)> {
-        self.0.iter()
+        self.entries.iter().map(|e| &e.label)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.entries.is_empty()
     }
 
     /// These labels over `others`: names already here keep their value.
@@ -40,7 +68,7 @@ impl LabelSet {
         if others.is_empty() {
             return self.clone();
         }
-        let pairs = self.0.iter().chain(others.0.iter()).cloned().collect();
+        let pairs = self.iter().chain(others.iter()).cloned().collect();
         // `from_pairs` sorts stably and keeps the first of equal names: ours.
         LabelSet::from_pairs(pairs)
     }
@@ -49,6 +77,19 @@ impl LabelSet {
 impl Labels for LabelSet {
     fn get_label(&self, name: &str) -> Option<&str> {
         self.get(name)
+    }
+
+    /// The filter, then a scan of the keys: endpoints have a handful of labels, and comparing
+    /// integers in order beats bisecting by string comparisons.
+    fn get_label_keyed(&self, name: &str, key: u64) -> Option<&str> {
+        let bits = filter_bits(key);
+        if self.filter & bits != bits {
+            return None;
+        }
+        self.entries
+            .iter()
+            .find(|e| e.key == key && *e.label.0 == *name)
+            .map(|e| e.label.1.as_ref())
     }
 }
 
@@ -94,7 +135,78 @@ impl Interner {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use calico_model::selector::Selector;
+
     use super::*;
+
+    /// Label maps of 0 to 40 labels drawn (xorshift, fixed seed) from 60 names with `/`, `.`
+    /// and `-`, and the names: enough to fill the 64-bit filter and pass it by chance.
+    fn random_maps() -> (Vec<String>, Vec<BTreeMap<String, String>>) {
+        let names: Vec<String> = (0..60)
+            .map(|i| format!("{}{i}", ["app", "calico/k8s_ns.", "x.example.io/n-"][i % 3]))
+            .collect();
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let maps = (0..400)
+            .map(|size| {
+                (0..size % 41)
+                    .map(|_| {
+                        let name = names[(next() % 60) as usize].clone();
+                        (name, (next() % 3).to_string())
+                    })
+                    .collect()
+            })
+            .collect();
+        (names, maps)
+    }
+
+    #[test]
+    fn keyed_lookups_agree_with_the_map() {
+        let (names, maps) = random_maps();
+        let mut interner = Interner::default();
+        for map in &maps {
+            let set = interner.labels(map);
+            for name in &names {
+                let expected = map.get(name).map(String::as_str);
+                assert_eq!(
+                    set.get_label_keyed(name, label_key(name)),
+                    expected,
+                    "{name}"
+                );
+                assert_eq!(set.get(name), expected, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn selectors_select_the_same_on_both_representations() {
+        let (_, maps) = random_maps();
+        let mut interner = Interner::default();
+        let selectors = [
+            "app0 == '0' || calico/k8s_ns.1 != '1'",
+            "x.example.io/n-2 in {'0', '2'} && !has(app3)",
+            "app30 not in {'1'} && (has(app6) || app9 == '2')",
+            "all()",
+        ]
+        .map(|text| Selector::parse(text).unwrap());
+        for map in &maps {
+            let set = interner.labels(map);
+            for selector in &selectors {
+                assert_eq!(
+                    selector.evaluate(&set),
+                    selector.evaluate(map),
+                    "{selector}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn own_labels_win_and_strings_are_shared() {

@@ -1,8 +1,37 @@
 //! The parsed form of a selector, its evaluation and its canonical text.
 
-use std::fmt::{self, Write};
+use std::ops::Range;
 
-use super::Labels;
+use super::{Labels, label_key};
+
+/// A label name as a selector mentions it: where it is in the selector's buffer of names (one
+/// allocation for all of them), and its [`label_key`], computed once at parse time so label
+/// representations that store keys can answer a lookup without comparing strings.
+#[derive(Debug, Clone)]
+pub(super) struct Name {
+    at: Range<usize>,
+    key: u64,
+}
+
+impl Name {
+    /// Appends `text` to the buffer of names.
+    pub(super) fn new(names: &mut String, text: &str) -> Name {
+        let start = names.len();
+        names.push_str(text);
+        Name {
+            at: start..names.len(),
+            key: label_key(text),
+        }
+    }
+
+    pub(super) fn text<'n>(&self, names: &'n str) -> &'n str {
+        &names[self.at.clone()]
+    }
+
+    fn get<'l, L: Labels + ?Sized>(&self, names: &str, labels: &'l L) -> Option<&'l str> {
+        labels.get_label_keyed(self.text(names), self.key)
+    }
+}
 
 /// One node of a selector expression.
 #[derive(Debug, Clone)]
@@ -10,21 +39,21 @@ pub(super) enum Expr {
     /// `all()` or the empty selector.
     All,
     /// `label == "value"`
-    Equals(String, String),
+    Equals(Name, String),
     /// `label != "value"`: also true when the label is absent.
-    NotEquals(String, String),
+    NotEquals(Name, String),
     /// `label in {...}` with the set sorted and deduplicated.
-    In(String, Vec<String>),
+    In(Name, Vec<String>),
     /// `label not in {...}`: also true when the label is absent.
-    NotIn(String, Vec<String>),
+    NotIn(Name, Vec<String>),
     /// `has(label)`
-    Has(String),
+    Has(Name),
     /// `label contains "s"` (extension from later Calico)
-    Contains(String, String),
+    Contains(Name, String),
     /// `label starts with "s"` (extension)
-    StartsWith(String, String),
+    StartsWith(Name, String),
     /// `label ends with "s"` (extension)
-    EndsWith(String, String),
+    EndsWith(Name, String),
     Not(Box<Expr>),
     /// Two or more operands, sorted and deduplicated by canonical text.
     And(Vec<Expr>),
@@ -34,31 +63,31 @@ pub(super) enum Expr {
 
 impl Expr {
     /// Whether the labels satisfy the expression. Allocates nothing.
-    pub(super) fn evaluate<L: Labels + ?Sized>(&self, labels: &L) -> bool {
+    pub(super) fn evaluate<L: Labels + ?Sized>(&self, names: &str, labels: &L) -> bool {
         match self {
             Expr::All => true,
-            Expr::Equals(name, value) => labels.get_label(name) == Some(value.as_str()),
-            Expr::NotEquals(name, value) => labels.get_label(name) != Some(value.as_str()),
-            Expr::In(name, set) => labels.get_label(name).is_some_and(|v| contains(set, v)),
-            Expr::NotIn(name, set) => !labels.get_label(name).is_some_and(|v| contains(set, v)),
-            Expr::Has(name) => labels.get_label(name).is_some(),
-            Expr::Contains(name, s) => labels
-                .get_label(name)
+            Expr::Equals(name, value) => name.get(names, labels) == Some(value.as_str()),
+            Expr::NotEquals(name, value) => name.get(names, labels) != Some(value.as_str()),
+            Expr::In(name, set) => name.get(names, labels).is_some_and(|v| contains(set, v)),
+            Expr::NotIn(name, set) => !name.get(names, labels).is_some_and(|v| contains(set, v)),
+            Expr::Has(name) => name.get(names, labels).is_some(),
+            Expr::Contains(name, s) => name
+                .get(names, labels)
                 .is_some_and(|v| v.contains(s.as_str())),
-            Expr::StartsWith(name, s) => labels
-                .get_label(name)
+            Expr::StartsWith(name, s) => name
+                .get(names, labels)
                 .is_some_and(|v| v.starts_with(s.as_str())),
-            Expr::EndsWith(name, s) => labels
-                .get_label(name)
+            Expr::EndsWith(name, s) => name
+                .get(names, labels)
                 .is_some_and(|v| v.ends_with(s.as_str())),
-            Expr::Not(inner) => !inner.evaluate(labels),
-            Expr::And(operands) => operands.iter().all(|e| e.evaluate(labels)),
-            Expr::Or(operands) => operands.iter().any(|e| e.evaluate(labels)),
+            Expr::Not(inner) => !inner.evaluate(names, labels),
+            Expr::And(operands) => operands.iter().all(|e| e.evaluate(names, labels)),
+            Expr::Or(operands) => operands.iter().any(|e| e.evaluate(names, labels)),
         }
     }
 
     /// Calls `visit` with every label name the expression mentions.
-    pub(super) fn each_label<'a>(&'a self, visit: &mut impl FnMut(&'a str)) {
+    pub(super) fn each_label<'a>(&self, names: &'a str, visit: &mut impl FnMut(&'a str)) {
         match self {
             Expr::All => {}
             Expr::Equals(name, _)
@@ -68,10 +97,10 @@ impl Expr {
             | Expr::Has(name)
             | Expr::Contains(name, _)
             | Expr::StartsWith(name, _)
-            | Expr::EndsWith(name, _) => visit(name),
-            Expr::Not(inner) => inner.each_label(visit),
+            | Expr::EndsWith(name, _) => visit(name.text(names)),
+            Expr::Not(inner) => inner.each_label(names, visit),
             Expr::And(operands) | Expr::Or(operands) => {
-                operands.iter().for_each(|e| e.each_label(visit));
+                operands.iter().for_each(|e| e.each_label(names, visit));
             }
         }
     }
@@ -79,18 +108,23 @@ impl Expr {
     /// A label every matching endpoint must have (and, when known, the values it may have):
     /// what an index can look candidates up by. `None` when the selector can match endpoints
     /// without any particular label.
-    pub(super) fn requirement(&self) -> Option<(&str, Option<&[String]>)> {
+    pub(super) fn requirement<'a>(
+        &'a self,
+        names: &'a str,
+    ) -> Option<(&'a str, Option<&'a [String]>)> {
         match self {
-            Expr::Equals(name, value) => Some((name, Some(std::slice::from_ref(value)))),
-            Expr::In(name, set) => Some((name, Some(set))),
+            Expr::Equals(name, value) => {
+                Some((name.text(names), Some(std::slice::from_ref(value))))
+            }
+            Expr::In(name, set) => Some((name.text(names), Some(set))),
             Expr::Has(name)
             | Expr::Contains(name, _)
             | Expr::StartsWith(name, _)
-            | Expr::EndsWith(name, _) => Some((name, None)),
+            | Expr::EndsWith(name, _) => Some((name.text(names), None)),
             Expr::And(operands) => {
                 let mut best = None;
                 for operand in operands {
-                    match operand.requirement() {
+                    match operand.requirement(names) {
                         Some((name, Some(values))) => return Some((name, Some(values))),
                         Some(any) => best = best.or(Some(any)),
                         None => {}
@@ -104,7 +138,7 @@ impl Expr {
 
     /// How tightly the canonical text of this node binds: operands of a tighter operator that
     /// bind more loosely get parentheses.
-    fn binding(&self) -> u8 {
+    pub(super) fn binding(&self) -> u8 {
         match self {
             Expr::Or(_) => 0,
             Expr::And(_) => 1,
@@ -113,7 +147,7 @@ impl Expr {
     }
 
     /// Whether `!` can be written directly in front of this node without parentheses.
-    fn is_atom(&self) -> bool {
+    pub(super) fn is_atom(&self) -> bool {
         matches!(self, Expr::All | Expr::Has(_) | Expr::Not(_))
     }
 }
@@ -124,62 +158,90 @@ fn contains(set: &[String], value: &str) -> bool {
         .is_ok()
 }
 
-/// A string literal: `"` unless the text contains one (literals have no escapes).
-struct Literal<'a>(&'a str);
-
-impl fmt::Display for Literal<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let quote = if self.0.contains('"') { '\'' } else { '"' };
-        write!(f, "{quote}{}{quote}", self.0)
-    }
+/// Appends a string literal: `"` unless the text contains one (literals have no escapes).
+fn push_literal(out: &mut Vec<u8>, value: &str) {
+    let quote = if value.contains('"') { b'\'' } else { b'"' };
+    out.push(quote);
+    out.extend_from_slice(value.as_bytes());
+    out.push(quote);
 }
 
-struct Set<'a>(&'a [String]);
-
-impl fmt::Display for Set<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_char('{')?;
-        for (index, member) in self.0.iter().enumerate() {
-            if index > 0 {
-                f.write_str(", ")?;
-            }
-            write!(f, "{}", Literal(member))?;
+/// Appends a set of literals: `{"a", "b"}`.
+fn push_set(out: &mut Vec<u8>, members: &[String]) {
+    out.push(b'{');
+    for (index, member) in members.iter().enumerate() {
+        if index > 0 {
+            out.extend_from_slice(b", ");
         }
-        f.write_char('}')
+        push_literal(out, member);
+    }
+    out.push(b'}');
+}
+
+/// Appends the canonical text of a comparison, `has()` or `all()` (UTF-8: it is made of
+/// strings); `!`, `&&` and `||` are the parser's (and `Display`'s) to write.
+pub(super) fn push_leaf(out: &mut Vec<u8>, names: &str, expr: &Expr) {
+    let (name, op) = match expr {
+        Expr::All => return out.extend_from_slice(b"all()"),
+        Expr::Has(name) => {
+            out.extend_from_slice(b"has(");
+            out.extend_from_slice(name.text(names).as_bytes());
+            return out.push(b')');
+        }
+        Expr::Equals(name, _) => (name, " == "),
+        Expr::NotEquals(name, _) => (name, " != "),
+        Expr::In(name, _) => (name, " in "),
+        Expr::NotIn(name, _) => (name, " not in "),
+        Expr::Contains(name, _) => (name, " contains "),
+        Expr::StartsWith(name, _) => (name, " starts with "),
+        Expr::EndsWith(name, _) => (name, " ends with "),
+        Expr::Not(_) | Expr::And(_) | Expr::Or(_) => unreachable!("not a leaf: {expr:?}"),
+    };
+    out.extend_from_slice(name.text(names).as_bytes());
+    out.extend_from_slice(op.as_bytes());
+    match expr {
+        Expr::In(_, set) | Expr::NotIn(_, set) => push_set(out, set),
+        Expr::Equals(_, value)
+        | Expr::NotEquals(_, value)
+        | Expr::Contains(_, value)
+        | Expr::StartsWith(_, value)
+        | Expr::EndsWith(_, value) => push_literal(out, value),
+        _ => {}
     }
 }
 
-impl fmt::Display for Expr {
-    /// The canonical text: one space around binary operators, minimal parentheses.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Expr {
+    /// Appends the canonical text: one space around binary operators, minimal parentheses. The
+    /// parser writes the same text as it goes; this is for the rare rebuild.
+    pub(super) fn render(&self, names: &str, out: &mut Vec<u8>) {
         match self {
-            Expr::All => f.write_str("all()"),
-            Expr::Equals(name, value) => write!(f, "{name} == {}", Literal(value)),
-            Expr::NotEquals(name, value) => write!(f, "{name} != {}", Literal(value)),
-            Expr::In(name, set) => write!(f, "{name} in {}", Set(set)),
-            Expr::NotIn(name, set) => write!(f, "{name} not in {}", Set(set)),
-            Expr::Has(name) => write!(f, "has({name})"),
-            Expr::Contains(name, s) => write!(f, "{name} contains {}", Literal(s)),
-            Expr::StartsWith(name, s) => write!(f, "{name} starts with {}", Literal(s)),
-            Expr::EndsWith(name, s) => write!(f, "{name} ends with {}", Literal(s)),
-            Expr::Not(inner) if inner.is_atom() => write!(f, "!{inner}"),
-            Expr::Not(inner) => write!(f, "!({inner})"),
-            Expr::And(operands) => join(f, operands, " && ", 1),
-            Expr::Or(operands) => join(f, operands, " || ", 0),
+            Expr::Not(inner) if inner.is_atom() => {
+                out.push(b'!');
+                inner.render(names, out);
+            }
+            Expr::Not(inner) => {
+                out.extend_from_slice(b"!(");
+                inner.render(names, out);
+                out.push(b')');
+            }
+            Expr::And(operands) => join(operands, names, b" && ", 1, out),
+            Expr::Or(operands) => join(operands, names, b" || ", 0, out),
+            leaf => push_leaf(out, names, leaf),
         }
     }
 }
 
-fn join(f: &mut fmt::Formatter<'_>, operands: &[Expr], op: &str, binding: u8) -> fmt::Result {
+fn join(operands: &[Expr], names: &str, op: &[u8], binding: u8, out: &mut Vec<u8>) {
     for (index, operand) in operands.iter().enumerate() {
         if index > 0 {
-            f.write_str(op)?;
+            out.extend_from_slice(op);
         }
         if operand.binding() < binding {
-            write!(f, "({operand})")?;
+            out.push(b'(');
+            operand.render(names, out);
+            out.push(b')');
         } else {
-            write!(f, "{operand}")?;
+            operand.render(names, out);
         }
     }
-    Ok(())
 }

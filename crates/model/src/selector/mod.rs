@@ -26,6 +26,33 @@ pub use parse::is_label_char;
 /// Where an endpoint's labels come from: anything that can look a label up by name.
 pub trait Labels {
     fn get_label(&self, name: &str) -> Option<&str>;
+
+    /// The same lookup, also given the name's [`label_key`] (selectors compute it once, when
+    /// parsed). A representation that keeps the keys of its names (calc's `LabelSet` keeps a
+    /// filter of them) can answer most misses without comparing a string. The answer must be
+    /// `get_label(name)`'s.
+    fn get_label_keyed(&self, name: &str, key: u64) -> Option<&str> {
+        let _ = key;
+        self.get_label(name)
+    }
+}
+
+/// A 64-bit hash of a label name for [`Labels::get_label_keyed`]: FxHash-style (multiply,
+/// rotate), fast on the short names labels have; its high bits are the best mixed. Stable within
+/// a build only: never store it.
+pub fn label_key(name: &str) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mix = |hash: u64, word: u64| (hash.rotate_left(5) ^ word).wrapping_mul(K);
+    let mut chunks = name.as_bytes().chunks_exact(8);
+    let mut hash = name.len() as u64;
+    for chunk in &mut chunks {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        hash = mix(hash, u64::from_le_bytes(word));
+    }
+    let mut tail = [0; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    mix(hash, u64::from_le_bytes(tail))
 }
 
 impl Labels for BTreeMap<String, String> {
@@ -67,36 +94,39 @@ impl SelectorError {
 #[derive(Debug, Clone)]
 pub struct Selector {
     expr: ast::Expr,
+    /// Written by the parser as it builds `expr` (operands are sorted by it anyway).
     canonical: String,
-    labels: Vec<String>,
+    /// The label names `expr` mentions, in one allocation.
+    names: String,
 }
 
 impl Selector {
     /// Parses selector text; the empty selector is `all()`.
     pub fn parse(text: &str) -> Result<Selector, SelectorError> {
-        Ok(Selector::from_expr(parse::parse(text)?))
+        let parse::Parsed {
+            expr,
+            canonical,
+            names,
+        } = parse::parse(text)?;
+        Ok(Selector {
+            expr,
+            canonical,
+            names,
+        })
     }
 
     /// The selector that matches every endpoint.
     pub fn all() -> Selector {
-        Selector::from_expr(ast::Expr::All)
-    }
-
-    fn from_expr(expr: ast::Expr) -> Selector {
-        let mut labels = Vec::new();
-        expr.each_label(&mut |name| labels.push(name.to_owned()));
-        labels.sort();
-        labels.dedup();
         Selector {
-            canonical: expr.to_string(),
-            expr,
-            labels,
+            expr: ast::Expr::All,
+            canonical: "all()".to_owned(),
+            names: String::new(),
         }
     }
 
     /// Whether an endpoint with these labels is selected. Allocates nothing.
     pub fn evaluate<L: Labels + ?Sized>(&self, labels: &L) -> bool {
-        self.expr.evaluate(labels)
+        self.expr.evaluate(&self.names, labels)
     }
 
     /// The canonical text: stable across spellings (spacing, quotes, operand order, duplicate
@@ -105,9 +135,14 @@ impl Selector {
         &self.canonical
     }
 
-    /// The label names the selector looks at, sorted, each once.
+    /// The label names the selector looks at, sorted, each once (collected on each call).
     pub fn label_names(&self) -> impl Iterator<Item = &str> {
-        self.labels.iter().map(String::as_str)
+        let mut names = Vec::new();
+        self.expr
+            .each_label(&self.names, &mut |name| names.push(name));
+        names.sort_unstable();
+        names.dedup();
+        names.into_iter()
     }
 
     /// A label every endpoint this selector matches must have, and the values it may take
@@ -116,7 +151,7 @@ impl Selector {
     /// (`all()`, `!`, `||`, `!=`, `not in`). Indexes use it to evaluate a selector only against
     /// endpoints that can match.
     pub fn requirement(&self) -> Option<(&str, Option<&[String]>)> {
-        self.expr.requirement()
+        self.expr.requirement(&self.names)
     }
 
     /// Whether this is `all()`.

@@ -1,4 +1,4 @@
-//! The selector grammar, by recursive descent over the characters of the input:
+//! The selector grammar, by recursive descent over the bytes of the input:
 //!
 //! ```text
 //! selector := ε | or
@@ -11,66 +11,157 @@
 //! str      := '"' [^"]* '"' | "'" [^']* "'"
 //! label    := [a-zA-Z0-9_./-]+
 //! ```
+//!
+//! Cost: one pass, no backtracking beyond a word; names and values are sliced from the input
+//! and copied once into the tree. The canonical text is written bottom-up as the tree is built
+//! (an operand's text is also its sort key), into one scratch buffer: a node's text is a range
+//! of it, `&&` and `||` append their joined operands, `!` appends or (double negation) narrows.
+//! Only the root's text is copied out. Every token is ASCII, so positions are byte offsets,
+//! turned into the character positions errors report only when an error is made.
+
+use std::ops::Range;
 
 use super::SelectorError;
-use super::ast::Expr;
+use super::ast::{Expr, Name, push_leaf};
 
-/// Parses a whole selector.
-pub(super) fn parse(text: &str) -> Result<Expr, SelectorError> {
+/// Parses a whole selector into its tree and canonical text.
+pub(super) fn parse(text: &str) -> Result<Parsed, SelectorError> {
     let mut parser = Parser {
-        chars: text.char_indices().map(|(_, c)| c).collect(),
+        text,
+        bytes: text.as_bytes(),
         at: 0,
+        // Texts of the leaves, then of each level of `&&` / `||` above them.
+        out: Vec::with_capacity(3 * text.len() + 16),
+        names: String::with_capacity(text.len()),
+        operands: Vec::with_capacity(8),
     };
     parser.skip_space();
     if parser.at_end() {
-        return Ok(Expr::All);
+        return Ok(Parsed {
+            expr: Expr::All,
+            canonical: "all()".to_owned(),
+            names: String::new(),
+        });
     }
-    let expr = parser.or()?;
+    let node = parser.or()?;
     parser.skip_space();
     if !parser.at_end() {
         return Err(parser.unexpected("'&&', '||' or the end of the selector"));
     }
-    Ok(expr)
+    let expr = parser.expr_of(node.kind);
+    // The root's text becomes the canonical form in place: no copy into a new allocation.
+    let mut out = parser.out;
+    out.truncate(node.text.end);
+    out.drain(..node.text.start);
+    out.shrink_to_fit();
+
+    Ok(Parsed {
+        expr,
+        canonical: String::from_utf8(out).expect("made of whole strings"),
+        names: parser.names,
+    })
+}
+
+/// A parsed selector: its tree, canonical text, and the names the tree's [`Name`]s are in.
+pub(super) struct Parsed {
+    pub(super) expr: Expr,
+    pub(super) canonical: String,
+    pub(super) names: String,
 }
 
 /// True for the characters of a label name.
 pub fn is_label_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | '-')
+    c.is_ascii() && is_label_byte(c as u8)
 }
 
-struct Parser {
-    chars: Vec<char>,
-    /// Index into `chars`: the character position errors report.
+fn is_label_byte(b: u8) -> bool {
+    LABEL_BYTES[usize::from(b)]
+}
+
+/// `is_label_byte` as a table: the scan of names is the parser's inner loop.
+const LABEL_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'/' | b'-');
+        b += 1;
+    }
+    table
+};
+
+/// An expression and the range of its canonical text in the parser's buffer.
+struct Node {
+    text: Range<usize>,
+    kind: Kind,
+}
+
+enum Kind {
+    Expr(Expr),
+    /// `&&` (`and`) or `||` of two or more operands, sorted and deduplicated: the parser's
+    /// `operands[start..]`, each with its text, left there until the parent knows whether to
+    /// flatten them into its own operands (they are already in place) or not.
+    Group {
+        and: bool,
+        start: usize,
+    },
+}
+
+struct Parser<'t> {
+    text: &'t str,
+    bytes: &'t [u8],
+    /// Byte offset into `text`, always at a character boundary.
     at: usize,
+    /// The canonical texts of the nodes built so far (UTF-8: made of whole strings).
+    out: Vec<u8>,
+    /// The label names of the tree, one after the other (see [`Name`]).
+    names: String,
+    /// A stack of the operands of the `&&` and `||` being parsed: each takes the part above
+    /// what was there when it started. One allocation for all the operators of a selector.
+    operands: Vec<(Range<usize>, Expr)>,
 }
 
-impl Parser {
-    fn or(&mut self) -> Result<Expr, SelectorError> {
-        let mut operands = vec![self.and()?];
-        while self.eat("||") {
-            operands.push(self.and()?);
+impl<'t> Parser<'t> {
+    fn or(&mut self) -> Result<Node, SelectorError> {
+        let start = self.operands.len();
+        let first = self.and()?;
+        if !self.eat("||") {
+            return Ok(first);
         }
-        Ok(combine(operands, false))
+        self.add_operand(first, false);
+        loop {
+            let next = self.and()?;
+            self.add_operand(next, false);
+            if !self.eat("||") {
+                return Ok(self.combine(start, false));
+            }
+        }
     }
 
-    fn and(&mut self) -> Result<Expr, SelectorError> {
-        let mut operands = vec![self.unary()?];
-        while self.eat("&&") {
-            operands.push(self.unary()?);
+    fn and(&mut self) -> Result<Node, SelectorError> {
+        let start = self.operands.len();
+        let first = self.unary()?;
+        if !self.eat("&&") {
+            return Ok(first);
         }
-        Ok(combine(operands, true))
+        self.add_operand(first, true);
+        loop {
+            let next = self.unary()?;
+            self.add_operand(next, true);
+            if !self.eat("&&") {
+                return Ok(self.combine(start, true));
+            }
+        }
     }
 
-    fn unary(&mut self) -> Result<Expr, SelectorError> {
+    fn unary(&mut self) -> Result<Node, SelectorError> {
         self.skip_space();
-        if self.peek_str("!=") {
+        if self.bytes[self.at..].starts_with(b"!=") {
             return Err(self.unexpected("a label name, '!', '(', has() or all()"));
         }
         if self.eat("!") {
-            return Ok(match self.unary()? {
-                Expr::Not(inner) => *inner,
-                other => Expr::Not(Box::new(other)),
-            });
+            let inner = self.unary()?;
+            return Ok(self.negate(inner));
         }
         if self.eat("(") {
             let inner = self.or()?;
@@ -80,61 +171,68 @@ impl Parser {
         let start = self.at;
         let name = self.label("a label name, '!', '(', has() or all()")?;
         self.skip_space();
-        if self.peek_str("(") {
-            return self.function(start, &name);
+        if self.peek() == Some(b'(') {
+            return self.function(start, name);
         }
-        self.comparison(name)
+        let expr = self.comparison(name)?;
+        Ok(self.leaf(expr))
     }
 
     /// `has(label)` or `all()`.
-    fn function(&mut self, start: usize, name: &str) -> Result<Expr, SelectorError> {
-        self.eat("(");
+    fn function(&mut self, start: usize, name: &str) -> Result<Node, SelectorError> {
+        self.at += 1;
         match name {
             "has" => {
                 let label = self.label("a label name inside has()")?;
                 self.expect(")", "')' after the label name of has(")?;
-                Ok(Expr::Has(label))
+                let has = Expr::Has(Name::new(&mut self.names, label));
+                Ok(self.leaf(has))
             }
             "all" => {
                 self.expect(")", "')': all() takes no arguments")?;
-                Ok(Expr::All)
+                Ok(self.leaf(Expr::All))
             }
             other => Err(SelectorError::new(
-                start,
+                self.position(start),
                 format!("unknown function {other:?}: only has(label) and all() exist"),
             )),
         }
     }
 
     /// The operator and operand after a label name.
-    fn comparison(&mut self, name: String) -> Result<Expr, SelectorError> {
+    fn comparison(&mut self, name: &str) -> Result<Expr, SelectorError> {
         const EXPECTED: &str = "an operator: ==, !=, in, not in, contains, starts with, ends with";
         if self.eat("==") {
-            return Ok(Expr::Equals(name, self.string()?));
+            return Ok(Expr::Equals(
+                Name::new(&mut self.names, name),
+                self.string()?.to_owned(),
+            ));
         }
         if self.eat("!=") {
-            return Ok(Expr::NotEquals(name, self.string()?));
+            return Ok(Expr::NotEquals(
+                Name::new(&mut self.names, name),
+                self.string()?.to_owned(),
+            ));
         }
         let at = self.at;
-        let word = if self.peek().is_some_and(is_label_char) {
-            self.label(EXPECTED)?
-        } else {
+        if !self.peek().is_some_and(is_label_byte) {
             return Err(self.unexpected(EXPECTED));
-        };
-        match word.as_str() {
+        }
+        let name = Name::new(&mut self.names, name);
+        match self.label(EXPECTED)? {
             "in" => Ok(Expr::In(name, self.set()?)),
             "not" => {
                 self.keyword("in", "'in' after 'not'")?;
                 Ok(Expr::NotIn(name, self.set()?))
             }
-            "contains" => Ok(Expr::Contains(name, self.string()?)),
+            "contains" => Ok(Expr::Contains(name, self.string()?.to_owned())),
             "starts" => {
                 self.keyword("with", "'with' after 'starts'")?;
-                Ok(Expr::StartsWith(name, self.string()?))
+                Ok(Expr::StartsWith(name, self.string()?.to_owned()))
             }
             "ends" => {
                 self.keyword("with", "'with' after 'ends'")?;
-                Ok(Expr::EndsWith(name, self.string()?))
+                Ok(Expr::EndsWith(name, self.string()?.to_owned()))
             }
             _ => {
                 self.at = at;
@@ -149,56 +247,50 @@ impl Parser {
         let mut members = Vec::new();
         if !self.eat("}") {
             loop {
-                members.push(self.string()?);
+                members.push(self.string()?.to_owned());
                 if self.eat("}") {
                     break;
                 }
                 self.expect(",", "',' or '}' after a set member")?;
             }
         }
-        members.sort();
+        members.sort_unstable();
         members.dedup();
         Ok(members)
     }
 
     /// A string literal in `"` or `'`, without escapes.
-    fn string(&mut self) -> Result<String, SelectorError> {
+    fn string(&mut self) -> Result<&'t str, SelectorError> {
         self.skip_space();
         let quote = match self.peek() {
-            Some(q @ ('"' | '\'')) => q,
+            Some(q @ (b'"' | b'\'')) => q,
             _ => return Err(self.unexpected("a quoted string")),
         };
-        let start = self.at;
-        self.at += 1;
-        let mut value = String::new();
-        loop {
-            match self.peek() {
-                None => {
-                    return Err(SelectorError::new(
-                        start,
-                        format!("unterminated string: no closing {quote}"),
-                    ));
-                }
-                Some(c) if c == quote => break,
-                Some(c) => value.push(c),
+        let body = self.at + 1;
+        // Bytes of multi-byte characters are never ASCII, so this finds the closing quote.
+        match self.bytes[body..].iter().position(|&b| b == quote) {
+            Some(len) => {
+                self.at = body + len + 1;
+                Ok(&self.text[body..body + len])
             }
-            self.at += 1;
+            None => Err(SelectorError::new(
+                self.position(self.at),
+                format!("unterminated string: no closing {}", quote as char),
+            )),
         }
-        self.at += 1;
-        Ok(value)
     }
 
     /// A label name (also used for the words of operators).
-    fn label(&mut self, expected: &str) -> Result<String, SelectorError> {
+    fn label(&mut self, expected: &str) -> Result<&'t str, SelectorError> {
         self.skip_space();
         let start = self.at;
-        while self.peek().is_some_and(is_label_char) {
+        while self.peek().is_some_and(is_label_byte) {
             self.at += 1;
         }
         if self.at == start {
             return Err(self.unexpected(expected));
         }
-        Ok(self.chars[start..self.at].iter().collect())
+        Ok(&self.text[start..self.at])
     }
 
     /// A word that must come next, as a whole word.
@@ -208,7 +300,6 @@ impl Parser {
             Ok(found) if found == word => Ok(()),
             _ => {
                 self.at = at;
-                self.skip_space();
                 Err(self.unexpected(expected))
             }
         }
@@ -225,79 +316,195 @@ impl Parser {
     /// Consumes `token` (after whitespace) if it comes next.
     fn eat(&mut self, token: &str) -> bool {
         self.skip_space();
-        if self.peek_str(token) {
-            self.at += token.chars().count();
-            true
-        } else {
-            false
+        let found = self.bytes[self.at..].starts_with(token.as_bytes());
+        if found {
+            self.at += token.len();
         }
+        found
     }
 
-    fn peek_str(&self, token: &str) -> bool {
-        let rest = self.chars.get(self.at..).unwrap_or_default();
-        token.chars().count() <= rest.len() && token.chars().zip(rest).all(|(t, c)| t == *c)
-    }
-
-    fn peek(&self) -> Option<char> {
-        self.chars.get(self.at).copied()
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.at).copied()
     }
 
     fn at_end(&self) -> bool {
-        self.at >= self.chars.len()
+        self.at >= self.bytes.len()
     }
 
+    /// Skips whitespace as `char::is_whitespace` defines it. Called before every token, and
+    /// usually there is none or one space: that is decided inline.
+    #[inline(always)] // measured: not inlining it costs a tenth of the parse
     fn skip_space(&mut self) {
-        while self.peek().is_some_and(char::is_whitespace) {
-            self.at += 1;
+        if self
+            .peek()
+            .is_some_and(|b| b == b' ' || b >= 0x80 || (b'\t'..=b'\r').contains(&b))
+        {
+            self.skip_spaces();
         }
+    }
+
+    fn skip_spaces(&mut self) {
+        while let Some(b) = self.peek() {
+            if matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+                self.at += 1;
+            } else if b >= 0x80 {
+                match self.text[self.at..].chars().next() {
+                    Some(c) if c.is_whitespace() => self.at += c.len_utf8(),
+                    _ => break,
+                }
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// The character position (what errors report) of a byte offset.
+    fn position(&self, byte: usize) -> usize {
+        self.text[..byte].chars().count()
     }
 
     /// "expected X, found Y" at the current position.
     fn unexpected(&mut self, expected: &str) -> SelectorError {
         self.skip_space();
         SelectorError::new(
-            self.at,
+            self.position(self.at),
             format!("expected {expected}, found {}", self.found()),
         )
     }
 
     /// What is at the current position, for error messages.
     fn found(&self) -> String {
-        let Some(c) = self.peek() else {
+        let rest = &self.text[self.at..];
+        let Some(c) = rest.chars().next() else {
             return "the end of the selector".to_owned();
         };
         if is_label_char(c) {
-            let word: String = self.chars[self.at..]
-                .iter()
-                .take_while(|c| is_label_char(**c))
-                .collect();
-            return format!("{word:?}");
+            let end = rest.bytes().position(|b| !is_label_byte(b));
+            return format!("{:?}", &rest[..end.unwrap_or(rest.len())]);
         }
-        let two: String = self.chars[self.at..].iter().take(2).collect();
-        match two.as_str() {
-            "==" | "!=" | "&&" | "||" => format!("'{two}'"),
+        match rest.get(..2) {
+            Some(two @ ("==" | "!=" | "&&" | "||")) => format!("'{two}'"),
             _ => format!("{c:?}"),
         }
     }
 }
 
-/// One operand stays itself; several are flattened (`a && (b && c)` is `a && b && c`), sorted
-/// and deduplicated by canonical text, so equal selectors have equal canonical forms.
-fn combine(operands: Vec<Expr>, and: bool) -> Expr {
-    let mut keyed: Vec<(String, Expr)> = operands
-        .into_iter()
-        .flat_map(|operand| match (operand, and) {
-            (Expr::And(inner), true) | (Expr::Or(inner), false) => inner,
-            (operand, _) => vec![operand],
-        })
-        .map(|operand| (operand.to_string(), operand))
-        .collect();
-    keyed.sort_by(|a, b| a.0.cmp(&b.0));
-    keyed.dedup_by(|a, b| a.0 == b.0);
-    let mut operands: Vec<Expr> = keyed.into_iter().map(|(_, operand)| operand).collect();
-    match (operands.len(), and) {
-        (1, _) => operands.remove(0),
-        (_, true) => Expr::And(operands),
-        (_, false) => Expr::Or(operands),
+impl Parser<'_> {
+    fn leaf(&mut self, expr: Expr) -> Node {
+        let start = self.out.len();
+        push_leaf(&mut self.out, &self.names, &expr);
+        Node {
+            text: start..self.out.len(),
+            kind: Kind::Expr(expr),
+        }
+    }
+
+    /// `!node`, without double negation.
+    fn negate(&mut self, node: Node) -> Node {
+        let Range { start, end } = node.text;
+        match self.expr_of(node.kind) {
+            // Undo what the `!` added: `!x` or `!(x)`.
+            Expr::Not(inner) if inner.is_atom() => Node {
+                text: start + 1..end,
+                kind: Kind::Expr(*inner),
+            },
+            Expr::Not(inner) => Node {
+                text: start + 2..end - 1,
+                kind: Kind::Expr(*inner),
+            },
+            inner => {
+                let text = self.out.len();
+                let atom = inner.is_atom();
+                self.out.extend_from_slice(if atom { b"!" } else { b"!(" });
+                self.out.extend_from_within(start..end);
+                if !atom {
+                    self.out.push(b')');
+                }
+                Node {
+                    text: text..self.out.len(),
+                    kind: Kind::Expr(Expr::Not(Box::new(inner))),
+                }
+            }
+        }
+    }
+
+    /// The expression of a node, taking a group's operands off the stack.
+    fn expr_of(&mut self, kind: Kind) -> Expr {
+        match kind {
+            Kind::Expr(expr) => expr,
+            Kind::Group { and, start } => {
+                let operands = self.operands.drain(start..).map(|(_, e)| e).collect();
+                if and {
+                    Expr::And(operands)
+                } else {
+                    Expr::Or(operands)
+                }
+            }
+        }
+    }
+
+    /// Adds an operand of `&&` (`and`) or `||` to the stack, flattening one of the same
+    /// operator: `a && (b && c)` is `a && b && c`.
+    fn add_operand(&mut self, node: Node, and: bool) {
+        match node.kind {
+            // Its operands are on top of the stack, just above ours: already in place.
+            Kind::Group { and: same, .. } if same == and => {}
+            // Only after `!!` or deduplication down to one operand; rare, so rendered again.
+            Kind::Expr(Expr::And(inner)) if and => self.add_rendered(inner),
+            Kind::Expr(Expr::Or(inner)) if !and => self.add_rendered(inner),
+            kind => {
+                let expr = self.expr_of(kind);
+                self.operands.push((node.text, expr));
+            }
+        }
+    }
+
+    fn add_rendered(&mut self, inner: Vec<Expr>) {
+        for expr in inner {
+            let start = self.out.len();
+            expr.render(&self.names, &mut self.out);
+            self.operands.push((start..self.out.len(), expr));
+        }
+    }
+
+    /// The operands from `start` up (two or more) become one node: sorted and deduplicated by
+    /// canonical text, so equal selectors have equal canonical forms, and joined.
+    fn combine(&mut self, start: usize, and: bool) -> Node {
+        let (out, operands) = (&self.out, &mut self.operands);
+        operands[start..].sort_unstable_by(|a, b| out[a.0.clone()].cmp(&out[b.0.clone()]));
+        let mut kept = start + 1;
+        for index in start + 1..operands.len() {
+            if out[operands[index].0.clone()] != out[operands[kept - 1].0.clone()] {
+                operands.swap(index, kept);
+                kept += 1;
+            }
+        }
+        operands.truncate(kept);
+        if kept == start + 1 {
+            let (text, expr) = operands.pop().expect("one operand left");
+            return Node {
+                text,
+                kind: Kind::Expr(expr),
+            };
+        }
+        let (op, binding): (&[u8], u8) = if and { (b" && ", 1) } else { (b" || ", 0) };
+        let text = self.out.len();
+        for (index, (part, expr)) in self.operands[start..].iter().enumerate() {
+            if index > 0 {
+                self.out.extend_from_slice(op);
+            }
+            let parenthesise = expr.binding() < binding;
+            if parenthesise {
+                self.out.push(b'(');
+            }
+            self.out.extend_from_within(part.clone());
+            if parenthesise {
+                self.out.push(b')');
+            }
+        }
+        Node {
+            text: text..self.out.len(),
+            kind: Kind::Group { and, start },
+        }
     }
 }
