@@ -145,6 +145,8 @@ pub struct MigrateArgs {
     /// Overwrite keys the v3 datastore holds with another value
     #[arg(long)]
     pub force: bool,
+    #[command(flatten)]
+    pub output: ReportOutput,
 }
 
 #[derive(Debug, Subcommand)]
@@ -152,15 +154,40 @@ pub enum NodeCommand {
     /// This host's BGP sessions as BIRD reports them: peer, type (mesh, rr, global, node),
     /// state, since, routes imported and exported. Runs `birdc` on calico-node's socket.
     #[command(after_help = help::NODE_STATUS_EXAMPLES)]
-    Status(NodeStatusArgs),
+    Status(NodeStatusCmdArgs),
     /// The hosts registered for BGP: addresses, AS number, route reflector cluster id
     #[command(after_help = help::NODE_LIST_EXAMPLES)]
-    List,
+    List(ReportOutput),
     /// Remove a host that is gone from the datastore: its endpoints, per-host Felix config, BGP
     /// settings, Felix statuses, the addresses still assigned there and its block affinities.
     /// Asks for confirmation; refused while the host's Felix still reports status
     #[command(after_help = help::NODE_REMOVE_EXAMPLES)]
     Remove(NodeRemoveArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NodeStatusCmdArgs {
+    #[command(flatten)]
+    pub bird: NodeStatusArgs,
+    #[command(flatten)]
+    pub output: ReportOutput,
+}
+
+/// `-o table|json|yaml` of the commands that print a report (status, node status|list, ipam
+/// show, datastore migrate): the same [`Output`] the resources use, restricted to the three
+/// formats a report has. The JSON and YAML shapes are documented in docs/calicoctl-ops.md.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct ReportOutput {
+    /// Output format: table (for people), or json or yaml (stable shapes for scripts)
+    #[arg(short, long, default_value = "table", value_parser = report_formats())]
+    pub output: Output,
+}
+
+/// The formats of a report, parsed into [`Output`].
+fn report_formats() -> impl clap::builder::TypedValueParser<Value = Output> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(["table", "json", "yaml"])
+        .map(|name| Output::from_str(&name, false).expect("a listed format"))
 }
 
 #[derive(Debug, Args)]
@@ -205,6 +232,8 @@ pub struct StatusArgs {
     pub felix_health_url: String,
     #[command(flatten)]
     pub bird: NodeStatusArgs,
+    #[command(flatten)]
+    pub output: ReportOutput,
 }
 
 #[derive(Debug, Args)]
@@ -326,9 +355,11 @@ pub struct IpamShowArgs {
     /// Show the handle and attributes of this address instead of the usage
     #[arg(long)]
     pub ip: Option<std::net::IpAddr>,
-    /// Also list every block with its host and usage
+    /// Also list every block with its host and usage (json and yaml always list them)
     #[arg(long)]
     pub blocks: bool,
+    #[command(flatten)]
+    pub output: ReportOutput,
 }
 
 #[derive(Debug, Args)]

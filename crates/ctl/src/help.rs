@@ -8,6 +8,7 @@ pub const COMPLETION_EXAMPLES: &str = "Examples:
 pub const MIGRATE_EXAMPLES: &str = "Examples:
   calicoctl datastore migrate --from-v2 http://10.0.0.1:2379            # dry run: the plan
   calicoctl datastore migrate --from-v2 http://10.0.0.1:2379 --apply    # write it
+  calicoctl datastore migrate --from-v2 http://10.0.0.1:2379 -o json    # the plan for a script
   calicoctl datastore migrate --from-v2 http://10.0.0.1:2379 --apply --force
   calicoctl datastore migrate --from-v2 https://10.0.0.1:2379 --v2-ca-cert-file ca.pem \\
       --v2-cert-file client.pem --v2-key-file client.key
@@ -34,6 +35,7 @@ not found) is listed before it and in not-collected.txt inside the archive; the 
 pub const STATUS_EXAMPLES: &str = "Examples:
   calicoctl status
   calicoctl status --hostname host1 --felix-health-url http://127.0.0.1:9099
+  calicoctl status -o json | jq .healthy
 
 Each part says why it is missing (Felix's health port not reachable, no status report, BIRD not
 answering, etcd down) instead of failing the report.
@@ -90,10 +92,12 @@ written (exit status 1).";
 
 pub const NODE_STATUS_EXAMPLES: &str = "Examples:
   calicoctl node status
-  calicoctl node status --bird-socket /run/calico-lab/demo/host1/bird.ctl";
+  calicoctl node status --bird-socket /run/calico-lab/demo/host1/bird.ctl
+  calicoctl node status -o json";
 
 pub const NODE_LIST_EXAMPLES: &str = "Examples:
-  calicoctl node list";
+  calicoctl node list
+  calicoctl node list -o yaml";
 
 pub const IPAM_ASSIGN_EXAMPLES: &str = "Examples:
   calicoctl ipam assign --handle my-vm --ipv4 1 --host host1
@@ -107,7 +111,9 @@ pub const IPAM_RELEASE_EXAMPLES: &str = "Examples:
 pub const IPAM_SHOW_EXAMPLES: &str = "Examples:
   calicoctl ipam show
   calicoctl ipam show --blocks
-  calicoctl ipam show --ip 10.65.0.7";
+  calicoctl ipam show --ip 10.65.0.7
+  calicoctl ipam show -o json           # pools and every block
+  calicoctl ipam show --ip 10.65.0.7 -o yaml";
 
 pub const IPAM_CHECK_EXAMPLES: &str = "Examples:
   calicoctl ipam check

@@ -75,8 +75,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     command: PolicyCommand::Explain(args),
                 } => commands::explain::run(store.as_ref(), &args, &mut out).await,
                 Command::Node {
-                    command: cli::NodeCommand::List,
-                } => commands::node::list(store.as_ref(), &mut out).await,
+                    command: cli::NodeCommand::List(output),
+                } => commands::node::list(store.as_ref(), output.output, &mut out).await,
                 Command::Node {
                     command: cli::NodeCommand::Remove(args),
                 } => {

@@ -428,3 +428,76 @@ fn put_of_an_ipam_config_with_both_flags_false_is_refused_naming_both() {
         stdout(&misspelt)
     );
 }
+
+/// `node list -o json|yaml`: the hosts with their AS and where it comes from, and the mesh.
+#[test]
+fn node_list_json_and_yaml_for_scripts() {
+    let ctl = Ctl::start();
+    assert_ok(&ctl.etcdctl(&["put", "/calico/bgp/v1/host/h1/ip_addr_v4", "10.0.0.1"]));
+    assert_ok(&ctl.etcdctl(&["put", "/calico/bgp/v1/host/h2/ip_addr_v4", "10.0.0.2"]));
+    assert_ok(&ctl.etcdctl(&["put", "/calico/bgp/v1/host/h2/as_num", "64513"]));
+    let list = ctl.run(&["node", "list", "-o", "json"]);
+    assert_ok(&list);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&list)).expect("JSON");
+    assert_eq!(v["nodeToNodeMesh"], true);
+    assert_eq!(
+        v["nodes"],
+        serde_json::json!([
+            {"host": "h1", "ipv4": "10.0.0.1", "ipv6": null, "asNumber": 64512,
+             "asSource": "default", "routeReflectorClusterId": null},
+            {"host": "h2", "ipv4": "10.0.0.2", "ipv6": null, "asNumber": 64513,
+             "asSource": "node", "routeReflectorClusterId": null},
+        ])
+    );
+    let yaml = ctl.run(&["node", "list", "-o", "yaml"]);
+    assert_ok(&yaml);
+    assert!(
+        stdout(&yaml).starts_with("---\nnodes:\n"),
+        "{}",
+        stdout(&yaml)
+    );
+    // Only table, json and yaml: anything else is a usage error (exit 2).
+    let wide = ctl.run(&["node", "list", "-o", "wide"]);
+    assert_eq!(wide.status.code(), Some(2), "{}", stderr(&wide));
+}
+
+/// The older commands' error paths through the binary, and their exit status.
+#[test]
+fn older_commands_fail_with_exit_1_naming_what_is_wrong() {
+    let ctl = Ctl::start();
+    // delete of a missing key
+    let out = ctl.run(&["delete", "/calico/v1/policy/tier/nope/metadata"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    println!("delete missing: {}", stderr(&out));
+    assert!(stderr(&out).starts_with("error: "), "{}", stderr(&out));
+    // policy explain of a missing endpoint
+    let endpoint = "/calico/v1/host/h1/workload/k8s/w1/endpoint/missing";
+    let out = ctl.run(&["policy", "explain", "--endpoint", endpoint]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    println!("explain missing: {}", stderr(&out));
+    assert!(stderr(&out).contains(endpoint), "{}", stderr(&out));
+    // get of a missing key
+    let out = ctl.run(&["get", "/calico/v1/config/Nope"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    // a usage error is clap's: exit 2
+    let out = ctl.run(&["put"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

@@ -441,3 +441,48 @@ fn the_ipam_config_is_shown_set_and_validated() {
     let text = ctl.ok(&["ipam", "config", "--strict-affinity", "true"]);
     assert_eq!(text, "strict_affinity: true\nauto_allocate_blocks: true\n");
 }
+
+/// `ipam show -o json` (pools and blocks) and `ipam show --ip -o json`; release of an address
+/// that is not assigned says so.
+#[test]
+fn show_json_and_releasing_an_unassigned_address() {
+    let ctl = Ctl::start();
+    ctl.ok(&[
+        "ipam",
+        "assign",
+        "--handle",
+        "h",
+        "--ip",
+        "10.70.0.5",
+        "--host",
+        "node1",
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(&ctl.ok(&["ipam", "show", "-o", "json"])).expect("JSON");
+    assert_eq!(
+        v["pools"][0],
+        serde_json::json!({"cidr": "10.70.0.0/24", "addresses": 256, "hostBits": 8,
+                           "blocks": 1, "assigned": 1, "enabled": true})
+    );
+    assert_eq!(v["pools"][1]["cidr"], "fd00:70::/120");
+    assert_eq!(
+        v["blocks"],
+        serde_json::json!([{"cidr": "10.70.0.0/26", "host": "node1", "addresses": 64,
+                            "assigned": 1, "strictAffinity": false}])
+    );
+    assert_eq!(v["unreadableBlocks"], serde_json::json!([]));
+    let v: serde_json::Value =
+        serde_json::from_str(&ctl.ok(&["ipam", "show", "--ip", "10.70.0.5", "-o", "json"]))
+            .expect("JSON");
+    assert_eq!(v["assigned"], true);
+    assert_eq!(v["handle"], "h");
+    assert_eq!(v["block"], "10.70.0.0/26");
+    assert_eq!(v["host"], "node1");
+    let yaml = ctl.ok(&["ipam", "show", "--ip", "10.70.0.6", "-o", "yaml"]);
+    let v: serde_json::Value = serde_yaml_ng::from_str(&yaml).expect("YAML");
+    assert_eq!(v["assigned"], false, "{yaml}");
+
+    let text = ctl.ok(&["ipam", "release", "--ip", "10.70.0.9"]);
+    assert!(text.contains("10.70.0.9 was not assigned"), "{text}");
+    assert!(text.contains("0 address(es) released"), "{text}");
+}

@@ -281,3 +281,43 @@ fn the_v2_source_is_read_over_https_with_a_client_certificate() {
         text(&no_ca.stderr)
     );
 }
+
+/// `-o json`: counts per kind, invalid keys with reasons, TTL keys, conflicts and the outcome.
+#[test]
+fn migrate_json_report_for_scripts() {
+    let v2 = populated_v2();
+    let v3 = EtcdServer::start();
+    let dry = assert_status(&migrate(&v3, &v2, &["-o", "json"]), true);
+    let v: serde_json::Value = serde_json::from_str(&dry).expect("JSON");
+    assert_eq!(v["outcome"], "dry-run");
+    assert_eq!(v["keysWritten"], 19);
+    assert_eq!(
+        v["total"],
+        serde_json::json!({"new": 19, "same": 0, "different": 0})
+    );
+    assert_eq!(v["kinds"]["IPAM block"]["new"], 1);
+    assert_eq!(v["invalid"][0]["key"], INVALID_KEY);
+    assert!(
+        v["invalid"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("invalid")
+    );
+    assert_eq!(v["withTtl"][0]["key"], STATUS_KEY);
+    assert_eq!(v3_count(&v3), 0, "the dry run wrote");
+
+    let applied = assert_status(&migrate(&v3, &v2, &["--apply", "-o", "json"]), true);
+    let v: serde_json::Value = serde_json::from_str(&applied).expect("JSON");
+    assert_eq!(v["outcome"], "written");
+    assert_eq!(v["keysWritten"], 19);
+
+    let (key, _) = &seed_keys()[0];
+    let out = v3.etcdctl(&["put", key, "{}"]);
+    assert!(out.status.success());
+    let refused = assert_status(&migrate(&v3, &v2, &["--apply", "-o", "json"]), false);
+    let v: serde_json::Value = serde_json::from_str(&refused).expect("JSON");
+    assert_eq!(v["outcome"], "refused");
+    assert_eq!(v["keysWritten"], 0);
+    assert_eq!(v["different"], serde_json::json!([key]));
+    assert_eq!(v["total"]["different"], 1);
+}

@@ -260,3 +260,59 @@ fn status_shows_health_report_endpoints_and_says_what_is_missing() {
     assert!(offline.contains("datastore: not reachable ("), "{offline}");
     assert!(offline.contains("BGP sessions:"), "{offline}");
 }
+
+/// `status -o json`: one document with every part, the same exit status as the table.
+#[test]
+fn status_json_has_every_part_for_scripts() {
+    let etcd = EtcdServer::start();
+    etcd.put(POOL, r#"{"cidr": "10.65.0.0/16"}"#);
+    populate(&etcd, "h1");
+    felix_reports(&etcd, "h1");
+    let url = format!("http://127.0.0.1:{}", health_stand_in("200 OK"));
+    let args = [
+        "status",
+        "--hostname",
+        "h1",
+        "--felix-health-url",
+        &url,
+        "--bird-socket",
+        "/nonexistent/bird.ctl",
+        "-o",
+        "json",
+    ];
+    let json = expect(&calicoctl(&etcd.endpoint(), &args, ""), true);
+    println!("{json}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("status -o json is JSON");
+    assert_eq!(v["host"], "h1");
+    assert_eq!(v["healthy"], true);
+    assert_eq!(v["felixHealth"]["live"], true);
+    assert_eq!(v["felixHealth"]["ready"], true);
+    assert_eq!(v["datastore"]["reachable"], true);
+    assert_eq!(v["lastReport"]["time"], "2026-11-23T12:00:00Z");
+    assert_eq!(v["lastReport"]["uptimeSecs"], 42.0);
+    assert_eq!(
+        v["endpoints"],
+        serde_json::json!([
+            {"endpoint": "endpoint/eth0", "status": "not reported", "configured": true},
+            {"endpoint": "workload/k8s/w1/endpoint/e1", "status": "up", "configured": true},
+        ])
+    );
+    assert_eq!(v["bgp"]["available"], false);
+    assert!(
+        v["bgp"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("BIRD is not answering")
+    );
+
+    let no_etcd = format!("http://127.0.0.1:{}", free_port());
+    let mut offline_args = args.to_vec();
+    offline_args[4] = "http://127.0.0.1:1";
+    let yaml = expect(&calicoctl(&no_etcd, &offline_args, ""), false);
+    assert!(yaml.starts_with('{'), "json even when unhealthy: {yaml}");
+    let v: serde_json::Value = serde_json::from_str(&yaml).unwrap();
+    assert_eq!(v["healthy"], false);
+    assert_eq!(v["datastore"]["reachable"], false);
+    assert_eq!(v["felixHealth"]["reachable"], false);
+    assert_eq!(v["lastReport"], serde_json::Value::Null);
+}

@@ -8,7 +8,10 @@ use std::process::ExitCode;
 
 use calico_datastore::{Compare, Datastore, Expect, KvPair, TxnOp};
 
-use crate::cli::MigrateArgs;
+use serde_json::json;
+
+use super::print_report;
+use crate::cli::{MigrateArgs, Output};
 use crate::http::{Client, TlsFiles};
 use crate::migrate::{Action, Plan, Rejected};
 use crate::v2;
@@ -46,29 +49,68 @@ pub async fn migrate(
         .map(|(key, pair)| (key.clone(), pair.value.clone()))
         .collect();
     let plan = Plan::new(leaves, &values);
-    report(&plan, out)?;
+    let format = args.output.output;
     let totals = plan.totals();
-    if totals.different > 0 && !args.force {
-        writeln!(
-            out,
-            "refused: {} keys hold other (newer) values in the v3 datastore; nothing {}written \
-             (--force overwrites them with the v2 values)",
-            totals.different,
-            if args.apply { "was " } else { "would be " }
-        )?;
-        return Ok(ExitCode::FAILURE);
+    let refused = totals.different > 0 && !args.force;
+    let (outcome, written) = if refused {
+        ("refused", 0)
+    } else if !args.apply {
+        (
+            "dry-run",
+            totals.new + if args.force { totals.different } else { 0 },
+        )
+    } else {
+        ("written", write(store, &plan, &existing).await?)
+    };
+    if format != Output::Table {
+        print_report(format, &report_json(&plan, outcome, written), out)?;
+    } else {
+        report(&plan, out)?;
+        match outcome {
+            "refused" => writeln!(
+                out,
+                "refused: {} keys hold other (newer) values in the v3 datastore; nothing {}written \
+                 (--force overwrites them with the v2 values)",
+                totals.different,
+                if args.apply { "was " } else { "would be " }
+            )?,
+            "dry-run" => writeln!(
+                out,
+                "dry run: nothing written; {written} keys would be written (run again with --apply)"
+            )?,
+            _ => writeln!(out, "wrote {written} keys")?,
+        }
     }
-    if !args.apply {
-        writeln!(
-            out,
-            "dry run: nothing written; {} keys would be written (run again with --apply)",
-            totals.new + if args.force { totals.different } else { 0 }
-        )?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let written = write(store, &plan, &existing).await?;
-    writeln!(out, "wrote {written} keys")?;
-    Ok(ExitCode::SUCCESS)
+    Ok(if refused {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The plan as `-o json|yaml` prints it.
+fn report_json(plan: &Plan, outcome: &str, written: usize) -> serde_json::Value {
+    let counts = |c: &crate::migrate::Counts| json!({ "new": c.new, "same": c.same, "different": c.different });
+    let rejected = |keys: &[Rejected]| {
+        keys.iter()
+            .map(|r| json!({ "key": r.key, "reason": r.reason }))
+            .collect::<Vec<_>>()
+    };
+    let kinds: serde_json::Map<String, serde_json::Value> = plan
+        .counts
+        .iter()
+        .map(|(kind, c)| ((*kind).to_owned(), counts(c)))
+        .collect();
+    let different: Vec<&str> = plan.with(Action::Different).map(|(k, _)| k).collect();
+    json!({
+        "outcome": outcome,
+        "keysWritten": written,
+        "kinds": kinds,
+        "total": counts(&plan.totals()),
+        "invalid": rejected(&plan.invalid),
+        "withTtl": rejected(&plan.with_ttl),
+        "different": different,
+    })
 }
 
 /// Writes the new keys (expecting them still absent) and, with `--force`, the different ones

@@ -11,10 +11,11 @@ use calico_ipam::{AffinityOutcome, AssignRequest, Ipam, IpamSettings, Report, bl
 use calico_model::IpVersion;
 use calico_model::ipam::AllocationBlock;
 use ipnet::IpNet;
+use serde_json::json;
 
 use crate::cli::{
     IpamAssignArgs, IpamBlockArgs, IpamBlockCommand, IpamCheckArgs, IpamCommand, IpamConfigArgs,
-    IpamReleaseArgs, IpamShowArgs,
+    IpamReleaseArgs, IpamShowArgs, Output,
 };
 
 pub async fn run(
@@ -181,6 +182,15 @@ async fn release(
 }
 
 async fn show(ipam: &Ipam, args: &IpamShowArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    let format = args.output.output;
+    if format != Output::Table {
+        let report = match args.ip {
+            Some(ip) => show_ip_json(ipam, ip).await?,
+            None => show_json(ipam).await?,
+        };
+        super::print_report(format, &report, out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Some(ip) = args.ip {
         show_ip(ipam, ip, out).await?;
         return Ok(ExitCode::SUCCESS);
@@ -242,6 +252,66 @@ async fn show(ipam: &Ipam, args: &IpamShowArgs, out: &mut impl Write) -> anyhow:
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Usage as `-o json|yaml` prints it: every pool, every block, every unreadable block.
+async fn show_json(ipam: &Ipam) -> anyhow::Result<serde_json::Value> {
+    let blocks = ipam.all_blocks().await?;
+    let mut pools = Vec::new();
+    for version in [IpVersion::V4, IpVersion::V6] {
+        for pool in ipam.pools(version).await? {
+            let mine: Vec<&AllocationBlock> = blocks
+                .iter()
+                .filter(|b| pool.cidr.contains(&b.cidr))
+                .collect();
+            let host_bits = u32::from(pool.cidr.max_prefix_len() - pool.cidr.prefix_len());
+            pools.push(json!({
+                "cidr": pool.cidr.to_string(),
+                "addresses": (host_bits < 64).then(|| 1u64 << host_bits),
+                "hostBits": host_bits,
+                "blocks": mine.len(),
+                "assigned": mine.iter().map(|b| used(b)).sum::<usize>(),
+                "enabled": pool.assigns_addresses(),
+            }));
+        }
+    }
+    let block_rows: Vec<serde_json::Value> = blocks
+        .iter()
+        .map(|b| {
+            json!({
+                "cidr": b.cidr.to_string(),
+                "host": b.host(),
+                "addresses": b.allocations.len(),
+                "assigned": used(b),
+                "strictAffinity": b.strict_affinity,
+            })
+        })
+        .collect();
+    let unreadable: Vec<serde_json::Value> = ipam
+        .invalid_blocks()
+        .await?
+        .iter()
+        .map(
+            |i| json!({ "cidr": i.cidr.to_string(), "key": i.key, "reason": i.reason.to_string() }),
+        )
+        .collect();
+    Ok(json!({ "pools": pools, "blocks": block_rows, "unreadableBlocks": unreadable }))
+}
+
+/// One address as `-o json|yaml` prints it.
+async fn show_ip_json(ipam: &Ipam, ip: std::net::IpAddr) -> anyhow::Result<serde_json::Value> {
+    let found = ipam.ip_assignment(ip).await?;
+    let block = found.as_ref();
+    let attribute = block.and_then(|f| f.attribute.clone());
+    Ok(json!({
+        "ip": ip.to_string(),
+        "assigned": attribute.is_some(),
+        "block": block.map(|f| f.block.to_string()),
+        "host": block.and_then(|f| f.host.clone()),
+        "strictAffinity": block.is_some_and(|f| f.strict_affinity),
+        "handle": attribute.as_ref().and_then(|a| a.primary.clone()),
+        "attributes": attribute.and_then(|a| a.secondary).unwrap_or_default(),
+    }))
 }
 
 /// One address: assigned or not, to which handle with which attributes, in which block.

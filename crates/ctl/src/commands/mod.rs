@@ -23,7 +23,21 @@ use anyhow::Context;
 use calico_model::key::Key;
 use calico_model::value::{Value, parse_value};
 
-use crate::cli::ValueSource;
+use crate::cli::{Output, ValueSource};
+
+/// Prints a report as JSON (pretty, one document) or YAML (one `---` document), the two
+/// machine formats of `-o`; the shapes are documented in docs/calicoctl-ops.md.
+pub fn print_report(
+    format: Output,
+    report: &serde_json::Value,
+    out: &mut impl std::io::Write,
+) -> anyhow::Result<()> {
+    match format {
+        Output::Yaml => write!(out, "---\n{}", serde_yaml_ng::to_string(report)?)?,
+        _ => writeln!(out, "{}", serde_json::to_string_pretty(report)?)?,
+    }
+    Ok(())
+}
 
 /// Parses the key and validates the value for it: the check every write goes through.
 pub fn check(key: &str, raw: &str) -> anyhow::Result<(Key, Value)> {

@@ -18,9 +18,11 @@ use std::time::Duration;
 use calico_datastore::Datastore;
 use calico_model::{Key, Value, parse_value};
 
-use super::kernel_hostname;
-use super::node::{bird_sessions, write_sessions};
-use crate::cli::StatusArgs;
+use serde_json::json;
+
+use super::node::{bird_sessions, sessions_json, write_sessions};
+use super::{kernel_hostname, print_report};
+use crate::cli::{Output, StatusArgs};
 
 /// How long Felix's health endpoint may take to answer.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(3);
@@ -36,9 +38,19 @@ pub async fn run(
     store: Option<&dyn Datastore>,
     store_error: Option<String>,
     args: &StatusArgs,
-    out: &mut impl Write,
+    real_out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
     let host = args.hostname.clone().unwrap_or_else(kernel_hostname);
+    let format = args.output.output;
+    // In json and yaml the text goes nowhere; the parts are gathered into one document.
+    let mut sink = std::io::sink();
+    let text: &mut dyn Write = if format == Output::Table {
+        &mut *real_out
+    } else {
+        &mut sink
+    };
+    let mut report = json!({ "host": host });
+    let out = text;
     writeln!(out, "host: {host}")?;
     let health = felix_health(&args.felix_health_url).await;
     match &health {
@@ -49,6 +61,20 @@ pub async fn run(
             if *live { "live" } else { "NOT live" },
             if *ready { "ready" } else { "NOT ready" }
         )?,
+        Health::Unreachable(_) => {}
+    }
+    report["felixHealth"] = match &health {
+        Health::Answered { live, ready } => json!({
+            "url": args.felix_health_url, "reachable": true, "live": live, "ready": ready,
+            "error": null,
+        }),
+        Health::Unreachable(why) => json!({
+            "url": args.felix_health_url, "reachable": false, "live": false, "ready": false,
+            "error": why,
+        }),
+    };
+    match &health {
+        Health::Answered { .. } => {}
         Health::Unreachable(why) => writeln!(
             out,
             "Felix health: not reachable at {} ({why})",
@@ -56,9 +82,15 @@ pub async fn run(
         )?,
     }
     let reporting = match store {
-        Some(store) => datastore_part(store, &host, out).await?,
+        Some(store) => {
+            report["datastore"] = json!({ "reachable": true, "error": null });
+            datastore_part(store, &host, out, &mut report).await?
+        }
         None => {
             let why = store_error.unwrap_or_default();
+            report["datastore"] = json!({ "reachable": false, "error": why });
+            report["lastReport"] = json!(null);
+            report["endpoints"] = json!([]);
             writeln!(
                 out,
                 "datastore: not reachable ({why}): no status report, no endpoints"
@@ -68,8 +100,18 @@ pub async fn run(
     };
     writeln!(out, "BGP sessions:")?;
     match bird_sessions(&args.bird) {
-        Ok(sessions) => write_sessions(&sessions, out)?,
-        Err(why) => writeln!(out, "  not available: {why:#}")?,
+        Ok(sessions) => {
+            write_sessions(&sessions, out)?;
+            report["bgp"] = json!({
+                "available": true, "error": null, "sessions": sessions_json(&sessions),
+            });
+        }
+        Err(why) => {
+            writeln!(out, "  not available: {why:#}")?;
+            report["bgp"] = json!({
+                "available": false, "error": format!("{why:#}"), "sessions": [],
+            });
+        }
     }
     let healthy = health
         == (Health::Answered {
@@ -77,6 +119,10 @@ pub async fn run(
             ready: true,
         })
         && reporting;
+    if format != Output::Table {
+        report["healthy"] = json!(healthy);
+        print_report(format, &report, real_out)?;
+    }
     Ok(if healthy {
         ExitCode::SUCCESS
     } else {
@@ -88,7 +134,8 @@ pub async fn run(
 async fn datastore_part(
     store: &dyn Datastore,
     host: &str,
-    out: &mut impl Write,
+    out: &mut dyn Write,
+    report: &mut serde_json::Value,
 ) -> anyhow::Result<bool> {
     let status_key = Key::FelixStatus {
         hostname: host.to_owned(),
@@ -101,6 +148,12 @@ async fn datastore_part(
                 "Felix last status report: {}",
                 describe_report(&pair.value)
             )?;
+            report["lastReport"] = match parse_value(&Key::parse(&status_key)?, &pair.value) {
+                Ok(Value::FelixStatus(s)) => {
+                    json!({ "time": s.time, "uptimeSecs": s.uptime, "raw": pair.value })
+                }
+                _ => json!({ "time": null, "uptimeSecs": null, "raw": pair.value }),
+            };
             true
         }
         None => {
@@ -109,6 +162,7 @@ async fn datastore_part(
                 "Felix last status report: none ({status_key} is absent: Felix is not running \
                  on {host}, or its report expired)"
             )?;
+            report["lastReport"] = json!(null);
             false
         }
     };
@@ -123,6 +177,16 @@ async fn datastore_part(
         reported.iter().map(|p| (p.key.as_str(), p.value.as_str())),
     );
     write_endpoints(&rows, out)?;
+    report["endpoints"] = rows
+        .iter()
+        .map(|(path, status)| {
+            let (status, configured) = match status.strip_suffix(" (not configured)") {
+                Some(status) => (status, false),
+                None => (status.as_str(), true),
+            };
+            json!({ "endpoint": path, "status": status, "configured": configured })
+        })
+        .collect();
     Ok(reporting)
 }
 
@@ -178,7 +242,7 @@ fn below_host(key: &str) -> String {
         .map_or_else(|| key.to_owned(), |(_, rest)| rest.to_owned())
 }
 
-fn write_endpoints(rows: &BTreeMap<String, String>, out: &mut impl Write) -> std::io::Result<()> {
+fn write_endpoints(rows: &BTreeMap<String, String>, out: &mut dyn Write) -> std::io::Result<()> {
     let up = rows.values().filter(|s| *s == "up").count();
     writeln!(
         out,
