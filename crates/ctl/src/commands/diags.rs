@@ -169,31 +169,9 @@ fn felix_config(
 
 /// UTC `YYYYMMDDTHHMMSSZ`, for the archive's name.
 fn timestamp() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
-}
-
-/// Days since 1970-01-01 → (year, month, day), Howard Hinnant's algorithm.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .replace(['-', ':'], "")
 }
 
 #[cfg(test)]
@@ -201,9 +179,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn days_become_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_415), (2025, 11, 23));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    fn the_archive_is_named_by_the_utc_time() {
+        let stamp = timestamp();
+        assert_eq!(stamp.len(), "20261123T201500Z".len(), "{stamp}");
+        assert!(stamp.starts_with("20") && stamp.ends_with('Z') && stamp.as_bytes()[8] == b'T');
     }
 }
