@@ -203,6 +203,16 @@ fn electing(error: &etcd_client::Error) -> bool {
 /// connection was refused, or the (stale) connection was already closed when sending.
 fn undelivered(error: &etcd_client::Error) -> Option<std::io::ErrorKind> {
     use std::io::ErrorKind;
+    io_cause(error).filter(|kind| {
+        matches!(
+            kind,
+            ErrorKind::ConnectionRefused | ErrorKind::BrokenPipe | ErrorKind::NotConnected
+        )
+    })
+}
+
+/// The kind of the I/O error somewhere behind `error`, if any.
+fn io_cause(error: &etcd_client::Error) -> Option<std::io::ErrorKind> {
     // etcd_client::Error has no `source()`: start from the error it wraps.
     let mut source: Option<&(dyn std::error::Error + 'static)> = match error {
         etcd_client::Error::GRpcStatus(status) => Some(status),
@@ -211,12 +221,7 @@ fn undelivered(error: &etcd_client::Error) -> Option<std::io::ErrorKind> {
         _ => None,
     };
     while let Some(cause) = source {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>()
-            && matches!(
-                io.kind(),
-                ErrorKind::ConnectionRefused | ErrorKind::BrokenPipe | ErrorKind::NotConnected
-            )
-        {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
             return Some(io.kind());
         }
         source = cause.source();
@@ -224,7 +229,8 @@ fn undelivered(error: &etcd_client::Error) -> Option<std::io::ErrorKind> {
     None
 }
 
-/// Connection-level failures become `Unreachable`; the rest name the operation and key.
+/// Connection-level failures (a transport error, an unavailable or cancelled call, a reset or
+/// refused connection anywhere behind it) become `Unreachable`; the rest name the operation and key.
 fn classify(
     endpoints: &str,
     operation: &'static str,
@@ -233,12 +239,26 @@ fn classify(
 ) -> DatastoreError {
     let unreachable = match &error {
         etcd_client::Error::TransportError(_) => true,
+        // `Cancelled` is the connection closing under the request (we never cancel one).
         etcd_client::Error::GRpcStatus(status) => matches!(
             status.code(),
-            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled
         ),
         _ => false,
-    };
+    } || io_cause(&error).is_some_and(|kind| {
+        use std::io::ErrorKind;
+        // The connection failed (not, say, a refused certificate: that has its own message).
+        matches!(
+            kind,
+            ErrorKind::ConnectionRefused
+                | ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::BrokenPipe
+                | ErrorKind::NotConnected
+                | ErrorKind::TimedOut
+                | ErrorKind::UnexpectedEof
+        )
+    });
     if unreachable {
         return DatastoreError::Unreachable {
             endpoints: endpoints.to_owned(),
@@ -530,5 +550,18 @@ mod tests {
             tonic::Code::InvalidArgument,
             "etcdserver: leader changed"
         )));
+    }
+
+    #[test]
+    fn a_connection_closed_under_a_request_names_the_endpoints() {
+        let closed = etcd_client::Error::GRpcStatus(tonic::Status::new(
+            tonic::Code::Cancelled,
+            "operation was canceled",
+        ));
+        let error = classify("http://a:2379,http://b:2379", "get", "/k", closed);
+        assert!(
+            matches!(&error, DatastoreError::Unreachable { endpoints, .. } if endpoints.contains("b:2379")),
+            "{error}"
+        );
     }
 }
