@@ -13,64 +13,21 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
-use calico_testkit::{eventually, require_tool};
+use calico_testkit::{Dockerd, NsProcess, PluginSocket, require_tool};
 use common::{BIN, TestLab};
 
-/// A process in a host's namespace, stopped with SIGTERM (then SIGKILL) on drop.
-struct Process {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Process {
-    fn start(netns: &str, log: PathBuf, program: &Path, args: &[String]) -> Process {
-        let out = std::fs::File::create(&log).expect("log file");
-        // nsenter execs the program in place: the child's pid is the program's.
-        let child = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{netns}"))
-            .arg(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log file"))
-            .stderr(out)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
-        Process { child, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).output();
-        for _ in 0..100 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// One lab host's Docker: the driver and dockerd in the host's namespace, state in `dir`.
-/// Drop removes the containers (through the driver), stops dockerd, then the driver.
+/// Fields drop in order: dockerd (removing the containers through the driver), the driver,
+/// the plugin's socket.
 struct DockerHost {
+    docker: Dockerd,
+    driver: NsProcess,
+    _plugin_socket: PluginSocket,
     host: String,
-    socket: String,
     plugin: String,
-    cgroup: String,
-    dockerd: Option<Process>,
-    driver: Option<Process>,
-    plugin_socket: PathBuf,
 }
 
 impl DockerHost {
@@ -79,9 +36,8 @@ impl DockerHost {
         std::fs::create_dir_all(&dir).expect("host dir");
         let netns = lab.netns(host);
         let plugin = format!("{}-{host}", lab.name);
-        let plugin_socket = PathBuf::from(format!("/run/docker/plugins/{plugin}.sock"));
-        let d = dir.display();
-        let driver = Process::start(
+        let plugin_socket = PluginSocket::new(&plugin);
+        let driver = NsProcess::start(
             &netns,
             dir.join("calico-libnetwork.log"),
             &PathBuf::from(BIN).with_file_name("calico-libnetwork"),
@@ -89,98 +45,37 @@ impl DockerHost {
                 format!("--plugin-name={plugin}"),
                 format!("--hostname={host}"),
                 format!("--etcd-endpoints={}", calico_lab::Lab::fabric_endpoint()),
-                format!("--docker-socket={d}/docker.sock"),
+                format!("--docker-socket={}/docker.sock", dir.display()),
             ],
         );
-        eventually("the driver's socket", Duration::from_secs(10), || {
-            plugin_socket
-                .exists()
-                .then_some(())
-                .ok_or_else(|| driver.log())
-        });
-        std::fs::write(
-            dir.join("daemon.json"),
-            format!(r#"{{"deprecated-key-path": "{d}/key.json"}}"#),
-        )
-        .expect("daemon.json");
-        let cgroup = netns.clone();
-        let dockerd = Process::start(
-            &netns,
-            dir.join("dockerd.log"),
-            Path::new("dockerd"),
-            &[
-                format!("--config-file={d}/daemon.json"),
-                format!("--data-root={d}/data"),
-                format!("--exec-root={d}/exec"),
-                format!("--host=unix://{d}/docker.sock"),
-                format!("--pidfile={d}/docker.pid"),
-                format!("--cgroup-parent=/{cgroup}"),
-                "--iptables=false".into(),
-                "--ip-forward=false".into(),
-                "--ip-masq=false".into(),
-                "--bridge=none".into(),
-            ],
-        );
-        let docker = DockerHost {
+        plugin_socket.wait(&driver);
+        eprintln!("{host}: nsenter --net=/run/netns/{netns}");
+        let docker = Dockerd::start(&netns, &dir);
+        docker.import_busybox();
+        DockerHost {
             host: host.to_owned(),
-            socket: format!("unix://{d}/docker.sock"),
             plugin,
-            cgroup,
-            dockerd: Some(dockerd),
-            driver: Some(driver),
-            plugin_socket,
-        };
-        eprintln!(
-            "{host}: nsenter --net=/run/netns/{netns} docker -H {}",
-            docker.socket
-        );
-        eventually("dockerd answers", Duration::from_secs(30), || {
-            let out = docker.run(&["version", "--format", "{{.Server.Version}}"]);
-            out.status
-                .success()
-                .then_some(())
-                .ok_or_else(|| String::from_utf8_lossy(&out.stderr).into_owned())
-        });
-        docker.import_busybox(&scratch.join("rootfs"));
-        docker
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("docker")
-            .args(["-H", &self.socket])
-            .args(args)
-            .output()
-            .expect("docker runs")
+            docker,
+            driver,
+            _plugin_socket: plugin_socket,
+        }
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
+        self.checked(self.docker.run(args), args)
+    }
+
+    /// `out`'s trimmed stdout; a failure names the host and shows the driver's log.
+    fn checked(&self, out: Output, args: &[&str]) -> String {
         assert!(
             out.status.success(),
             "docker {args:?} on {} failed: {}{}\ndriver log:\n{}",
             self.host,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr),
-            self.driver.as_ref().map(Process::log).unwrap_or_default()
+            self.driver.log()
         );
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-
-    fn import_busybox(&self, root: &Path) {
-        let tar = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "tar -C {} -c . | docker -H {} import - bb:local",
-                root.display(),
-                self.socket
-            ))
-            .output()
-            .expect("sh runs");
-        assert!(
-            tar.status.success(),
-            "docker import: {}",
-            String::from_utf8_lossy(&tar.stderr)
-        );
     }
 
     fn network(&self, name: &str) {
@@ -198,68 +93,20 @@ impl DockerHost {
 
     /// Starts a container on `network`; its address.
     fn container(&self, name: &str, network: &str) -> String {
-        self.ok(&[
-            "run", "-d", "--name", name, "--net", network, "bb:local", "sleep", "600",
-        ]);
-        self.ok(&[
-            "inspect",
-            "-f",
-            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
-            name,
-        ])
+        let out = self.docker.run_container(name, network, &[]);
+        self.checked(out, &["run", name, "--net", network]);
+        self.docker.ip_of(name)
     }
 
     fn pings(&self, from: &str, to: &str) -> bool {
-        self.run(&["exec", from, "ping", "-c", "1", "-W", "1", to])
-            .status
-            .success()
-    }
-}
-
-impl Drop for DockerHost {
-    fn drop(&mut self) {
-        let ids = self.run(&["ps", "-aq"]);
-        for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
-            let _ = self.run(&["rm", "-f", id]);
-        }
-        self.dockerd.take();
-        self.driver.take();
-        let _ = std::fs::remove_file(&self.plugin_socket);
-        // dockerd leaves its (empty) cgroup parent in each hierarchy.
-        for hierarchy in std::fs::read_dir("/sys/fs/cgroup")
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let _ = std::fs::remove_dir(hierarchy.path().join(&self.cgroup));
-        }
-    }
-}
-
-/// A busybox-static root file system: sh, sleep, ping.
-fn busybox_rootfs(root: &Path) {
-    std::fs::create_dir_all(root.join("bin")).expect("rootfs");
-    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
-        .into_iter()
-        .find(|p| Path::new(p).is_file())
-        .expect("busybox is installed (busybox-static)");
-    std::fs::copy(busybox, root.join("bin/busybox")).expect("copy busybox");
-    for applet in ["sh", "sleep", "ping"] {
-        std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).expect("applet");
+        self.docker.pings(from, to)
     }
 }
 
 fn eventually_pings(docker: &DockerHost, from: &str, to: &str) {
-    eventually(
-        &format!("{from} on {} pings {to}", docker.host),
-        Duration::from_secs(20),
-        || {
-            docker
-                .pings(from, to)
-                .then_some(())
-                .ok_or_else(|| "no answer".to_owned())
-        },
-    );
+    docker
+        .docker
+        .wait_for_ping(from, to, Duration::from_secs(20));
 }
 
 #[test]
@@ -275,7 +122,6 @@ fn docker_containers_on_two_hosts_share_a_calico_network() {
     );
     let lab = TestLab::up(2, &[]);
     let scratch = tempfile::tempdir().expect("temp dir");
-    busybox_rootfs(&scratch.path().join("rootfs"));
     let host1 = DockerHost::start(&lab, "host1", scratch.path());
     let host2 = DockerHost::start(&lab, "host2", scratch.path());
     // The same names on both hosts: one profile, one policy, one address space.

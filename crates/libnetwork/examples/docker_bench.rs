@@ -12,92 +12,19 @@
 //! target/release/examples/docker_bench [RUNS]      # default 30 per network
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use calico_testkit::{EtcdServer, NetNs, Tails, eventually, require_tool};
+use calico_testkit::{
+    BUSYBOX_IMAGE, Dockerd, EtcdServer, NetNs, NsProcess, PluginSocket, Tails, require_tool,
+};
 
 const POOL: &str = "10.91.0.0/16";
 
-/// A process in the namespace, SIGTERMed (then killed) on drop.
-struct Process(Child);
-
-impl Process {
-    fn start(netns: &str, log: &Path, program: &Path, args: &[String]) -> Process {
-        let out = std::fs::File::create(log).expect("log file");
-        let child = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{netns}"))
-            .arg(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log file"))
-            .stderr(out)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
-        Process(child)
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .output();
-        for _ in 0..100 {
-            if matches!(self.0.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// dockerd's client, and the daemon (stopped on drop, after its networks are removed).
-struct Docker {
-    socket: String,
-    cgroup: String,
-    _daemon: Process,
-}
-
-impl Docker {
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("docker")
-            .args(["-H", &self.socket])
-            .args(args)
-            .output()
-            .expect("docker runs")
-    }
-
-    fn ok(&self, args: &[&str]) {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "docker {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    /// One `docker run --rm`, timed.
-    fn time_run(&self, network: &str) -> Duration {
-        let start = Instant::now();
-        self.ok(&["run", "--rm", "--net", network, "bb:local", "/bin/true"]);
-        start.elapsed()
-    }
-}
-
-impl Drop for Docker {
-    fn drop(&mut self) {
-        let _ = self.run(&["network", "rm", "calico-bench", "bridge-bench"]);
-        for hierarchy in std::fs::read_dir("/sys/fs/cgroup")
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let _ = std::fs::remove_dir(hierarchy.path().join(&self.cgroup));
-        }
-    }
+/// One `docker run --rm`, timed.
+fn time_run(docker: &Dockerd, network: &str) -> Duration {
+    let start = Instant::now();
+    docker.ok(&["run", "--rm", "--net", network, BUSYBOX_IMAGE, "/bin/true"]);
+    start.elapsed()
 }
 
 fn driver_bin() -> PathBuf {
@@ -113,60 +40,6 @@ fn driver_bin() -> PathBuf {
         path.display()
     );
     path
-}
-
-fn start_dockerd(netns: &str, dir: &Path) -> Docker {
-    let d = dir.display();
-    let config = format!(r#"{{"deprecated-key-path": "{d}/key.json"}}"#);
-    std::fs::write(dir.join("daemon.json"), config).expect("daemon.json");
-    let args: Vec<String> = [
-        format!("--config-file={d}/daemon.json"),
-        format!("--data-root={d}/data"),
-        format!("--exec-root={d}/exec"),
-        format!("--host=unix://{d}/docker.sock"),
-        format!("--pidfile={d}/docker.pid"),
-        format!("--cgroup-parent=/{netns}"),
-        "--iptables=false".into(),
-        "--ip-forward=false".into(),
-        "--ip-masq=false".into(),
-        "--bridge=none".into(),
-    ]
-    .into();
-    let daemon = Process::start(netns, &dir.join("dockerd.log"), Path::new("dockerd"), &args);
-    let docker = Docker {
-        socket: format!("unix://{d}/docker.sock"),
-        cgroup: netns.to_owned(),
-        _daemon: daemon,
-    };
-    eventually("dockerd answers", Duration::from_secs(30), || {
-        let out = docker.run(&["version"]);
-        out.status
-            .success()
-            .then_some(())
-            .ok_or_else(|| String::from_utf8_lossy(&out.stderr).into_owned())
-    });
-    docker
-}
-
-fn import_busybox(docker: &Docker, dir: &Path) {
-    let root = dir.join("rootfs");
-    std::fs::create_dir_all(root.join("bin")).expect("rootfs");
-    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
-        .into_iter()
-        .find(|p| Path::new(p).is_file())
-        .expect("busybox-static is installed");
-    std::fs::copy(busybox, root.join("bin/busybox")).expect("copy busybox");
-    std::os::unix::fs::symlink("busybox", root.join("bin/true")).expect("applet");
-    let import = format!(
-        "tar -C {} -c . | docker -H {} import - bb:local",
-        root.display(),
-        docker.socket
-    );
-    let out = Command::new("sh")
-        .args(["-c", &import])
-        .output()
-        .expect("sh");
-    assert!(out.status.success(), "docker import: {out:?}");
 }
 
 fn millis(d: &Duration) -> f64 {
@@ -194,10 +67,10 @@ fn main() {
         &format!(r#"{{"cidr": "{POOL}"}}"#),
     );
     let plugin = format!("calico-bench-{}", std::process::id());
-    let socket = PathBuf::from(format!("/run/docker/plugins/{plugin}.sock"));
-    let _driver = Process::start(
+    let socket = PluginSocket::new(&plugin);
+    let driver = NsProcess::start(
         &ns,
-        &dir.path().join("driver.log"),
+        dir.path().join("driver.log"),
         &driver,
         &[
             format!("--plugin-name={plugin}"),
@@ -206,11 +79,10 @@ fn main() {
             format!("--docker-socket={}/docker.sock", dir.path().display()),
         ],
     );
-    eventually("the driver's socket", Duration::from_secs(10), || {
-        socket.exists().then_some(()).ok_or("not yet".to_owned())
-    });
-    let docker = start_dockerd(&ns, dir.path());
-    import_busybox(&docker, dir.path());
+    socket.wait(&driver);
+    // Dropped first: its networks are removed through the driver.
+    let docker = Dockerd::start(&ns, dir.path());
+    docker.import_busybox();
     let create = ["network", "create"];
     docker.ok(&[
         &create[..],
@@ -227,7 +99,7 @@ fn main() {
     let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); networks.len()];
     for round in 0..=runs {
         for (i, network) in networks.iter().enumerate() {
-            let took = docker.time_run(network);
+            let took = time_run(&docker, network);
             // Round 0 warms the page cache, etcd's first block and dockerd's caches.
             if round > 0 {
                 samples[i].push(took);
@@ -258,5 +130,4 @@ fn main() {
         );
     }
     drop(docker);
-    let _ = std::fs::remove_file(&socket);
 }

@@ -10,7 +10,7 @@
 //! is printed) and `docker -H unix://<dir>/docker.sock ...`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -18,7 +18,9 @@ use std::time::Duration;
 use calico_datastore::{EtcdConfig, EtcdDatastore};
 use calico_ipam::Ipam;
 use calico_linux::{Netns, in_netns};
-use calico_testkit::{EtcdServer, NetNs, eventually, require_tool};
+use calico_testkit::{
+    BUSYBOX_IMAGE, Dockerd, EtcdServer, NetNs, NsProcess, PluginSocket, eventually, require_tool,
+};
 
 const DRIVER: &str = env!("CARGO_BIN_EXE_calico-libnetwork");
 const POOL: &str = "10.65.0.0/16";
@@ -48,210 +50,6 @@ fn check(output: Output, what: &str) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
-}
-
-/// A long-running process in the namespace, stopped with SIGTERM (then SIGKILL) on drop.
-struct Process {
-    name: &'static str,
-    child: Child,
-    log: PathBuf,
-}
-
-impl Process {
-    fn start(
-        name: &'static str,
-        netns: &str,
-        dir: &Path,
-        program: &Path,
-        args: &[&str],
-    ) -> Process {
-        Process::start_with(name, netns, dir, program, args, &[])
-    }
-
-    fn start_with(
-        name: &'static str,
-        netns: &str,
-        dir: &Path,
-        program: &Path,
-        args: &[&str],
-        env: &[(&str, &str)],
-    ) -> Process {
-        let log = dir.join(format!("{name}.log"));
-        let out = std::fs::File::create(&log).expect("log file");
-        // nsenter execs the program in place: the child's pid is the program's.
-        let child = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{netns}"))
-            .arg(program)
-            .args(args)
-            .env("FELIX_LOGFILEPATH", "none")
-            .env("CALICO_LIBNETWORK_LOG", "debug")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log file"))
-            .stderr(out)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-        Process { name, child, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).output();
-        for _ in 0..100 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("{} did not stop on SIGTERM: killing it", self.name);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// dockerd in the namespace with all its state in one directory; containers removed and the
-/// daemon stopped on drop.
-struct Dockerd {
-    socket: String,
-    /// The `--cgroup-parent`, removed from every hierarchy once dockerd has stopped.
-    cgroup: String,
-    process: Option<Process>,
-}
-
-impl Dockerd {
-    fn start(netns: &str, dir: &Path) -> Dockerd {
-        let d = dir.display();
-        std::fs::write(
-            dir.join("daemon.json"),
-            format!(r#"{{"deprecated-key-path": "{d}/key.json"}}"#),
-        )
-        .expect("daemon.json");
-        let args = [
-            format!("--config-file={d}/daemon.json"),
-            format!("--data-root={d}/data"),
-            format!("--exec-root={d}/exec"),
-            format!("--host=unix://{d}/docker.sock"),
-            format!("--pidfile={d}/docker.pid"),
-            format!("--cgroup-parent=/{netns}"),
-            "--iptables=false".into(),
-            "--ip-forward=false".into(),
-            "--ip-masq=false".into(),
-            "--bridge=none".into(),
-        ];
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let process = Process::start("dockerd", netns, dir, Path::new("dockerd"), &args);
-        let dockerd = Dockerd {
-            socket: format!("unix://{d}/docker.sock"),
-            cgroup: netns.to_owned(),
-            process: Some(process),
-        };
-        eventually("dockerd answers", Duration::from_secs(30), || {
-            let out = dockerd.run(&["version", "--format", "{{.Server.Version}}"]);
-            out.status
-                .success()
-                .then_some(())
-                .ok_or_else(|| String::from_utf8_lossy(&out.stderr).into_owned())
-        });
-        dockerd
-    }
-
-    /// Stops dockerd (SIGTERM: it stops its containers), leaving them to the next one.
-    fn stop(mut self) {
-        self.process.take();
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("docker")
-            .args(["-H", &self.socket])
-            .args(args)
-            .output()
-            .expect("docker runs")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        check(self.run(args), &format!("docker {}", args.join(" ")))
-    }
-
-    /// Imports a busybox rootfs as `bb:local`.
-    fn import_busybox(&self, dir: &Path) {
-        let root = dir.join("rootfs");
-        std::fs::create_dir_all(root.join("bin")).expect("rootfs");
-        let busybox = which("busybox");
-        std::fs::copy(&busybox, root.join("bin/busybox")).expect("copy busybox");
-        for applet in ["sh", "sleep", "ping", "ping6", "ip", "cat"] {
-            std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).expect("applet");
-        }
-        let tar = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "tar -C {} -c . | docker -H {} import - bb:local",
-                root.display(),
-                self.socket
-            ))
-            .output()
-            .expect("sh runs");
-        check(tar, "docker import");
-    }
-
-    fn ip_of(&self, container: &str) -> String {
-        self.ok(&[
-            "inspect",
-            "-f",
-            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
-            container,
-        ])
-    }
-
-    fn pings(&self, from: &str, to: &str) -> bool {
-        self.run(&["exec", from, "ping", "-c", "1", "-W", "1", to])
-            .status
-            .success()
-    }
-}
-
-impl Drop for Dockerd {
-    fn drop(&mut self) {
-        if self.process.is_none() {
-            return; // stopped on purpose: the containers are the next dockerd's
-        }
-        let ids = self.run(&["ps", "-aq"]);
-        for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
-            let _ = self.run(&["rm", "-f", id]);
-        }
-        self.process.take();
-        // dockerd leaves its (empty) cgroup parent in each hierarchy.
-        for hierarchy in std::fs::read_dir("/sys/fs/cgroup")
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let _ = std::fs::remove_dir(hierarchy.path().join(&self.cgroup));
-        }
-    }
-}
-
-fn which(tool: &str) -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(tool))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{tool} not on PATH"))
-}
-
-/// Removes the plugin's socket, whatever state the driver died in: a stale socket makes every
-/// dockerd on the machine retry its calls for 15 s.
-struct SocketGuard(PathBuf);
-
-impl Drop for SocketGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 /// Runs the IPAM audit from inside the namespace (etcd listens on its loopback).
@@ -315,15 +113,14 @@ fn host_namespace() -> NetNs {
 /// first, the namespace last.
 struct Host {
     docker: Option<Dockerd>,
-    driver: Option<Process>,
-    _felix: Process,
+    driver: Option<NsProcess>,
+    _felix: NsProcess,
     etcd: EtcdServer,
-    _socket: SocketGuard,
+    socket: PluginSocket,
     netns: NetNs,
     dir: tempfile::TempDir,
     host: String,
     plugin: String,
-    socket: PathBuf,
 }
 
 impl Host {
@@ -355,29 +152,32 @@ impl Host {
         );
         etcd.put("/calico/v1/Ready", "true");
         let endpoint = etcd.endpoint();
-        let felix_env = [
-            format!("FELIX_ETCDENDPOINTS={endpoint}"),
-            format!("FELIX_FELIXHOSTNAME={host}"),
-        ];
-        let mut felix_args: Vec<&str> = felix_env.iter().map(String::as_str).collect();
-        felix_args.push(felix.to_str().expect("utf-8 path"));
-        let felix = Process::start("felix", &ns, dir.path(), Path::new("env"), &felix_args);
-        let socket = PathBuf::from(format!("/run/docker/plugins/{plugin}.sock"));
+        let felix = NsProcess::start_with_env(
+            &ns,
+            dir.path().join("felix.log"),
+            &felix,
+            &[] as &[&str],
+            &[
+                ("FELIX_LOGFILEPATH", "none"),
+                ("FELIX_ETCDENDPOINTS", &endpoint),
+                ("FELIX_FELIXHOSTNAME", &host),
+            ],
+        );
+        let socket = PluginSocket::new(&plugin);
         let mut host = Host {
             docker: None,
             driver: None,
             _felix: felix,
             etcd,
-            _socket: SocketGuard(socket.clone()),
+            socket,
             netns,
             dir,
             host,
             plugin,
-            socket,
         };
         host.start_driver("calico-libnetwork", &[]);
         let docker = Dockerd::start(&ns, host.dir.path());
-        docker.import_busybox(host.dir.path());
+        docker.import_busybox();
         host.docker = Some(docker);
         host
     }
@@ -387,11 +187,11 @@ impl Host {
         let docker_socket = format!("{}/docker.sock", self.dir.path().display());
         let endpoint = self.etcd.endpoint();
         // A crashed driver's socket: gone before the wait below can mistake it for the new one.
-        let _ = std::fs::remove_file(&self.socket);
-        let driver = Process::start_with(
-            log,
+        self.socket.remove();
+        let env = [&[("CALICO_LIBNETWORK_LOG", "debug")], env].concat();
+        let driver = NsProcess::start_with_env(
             self.netns.name(),
-            self.dir.path(),
+            self.dir.path().join(format!("{log}.log")),
             Path::new(DRIVER),
             &[
                 "--plugin-name",
@@ -403,14 +203,9 @@ impl Host {
                 "--docker-socket",
                 &docker_socket,
             ],
-            env,
+            &env,
         );
-        eventually("the driver's socket", Duration::from_secs(10), || {
-            self.socket
-                .exists()
-                .then_some(())
-                .ok_or_else(|| driver.log())
-        });
+        self.socket.wait(&driver);
         self.driver = Some(driver);
     }
 
@@ -419,7 +214,7 @@ impl Host {
     }
 
     fn driver_log(&self) -> String {
-        self.driver.as_ref().map(Process::log).unwrap_or_default()
+        self.driver.as_ref().map(NsProcess::log).unwrap_or_default()
     }
 
     fn network(&self, name: &str, extra: &[&str]) {
@@ -532,9 +327,7 @@ fn docker_networks_connect_their_containers_and_clean_up() {
         "network create --subnet outside the pools: {err}"
     );
     host.network("net3", &["--subnet", POOL]);
-    let out = docker.run(&[
-        "run", "-d", "--name", "c4", "--net", "net3", "--ip", &ip1, "bb:local", "sleep", "600",
-    ]);
+    let out = docker.run_container("c4", "net3", &["--ip", &ip1]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && err.contains("address already in use"),
@@ -549,10 +342,7 @@ fn docker_networks_connect_their_containers_and_clean_up() {
 
 /// `docker run -d --name <name> --net <network> [extra] bb:local sleep 600`.
 fn run(host: &Host, name: &str, network: &str, extra: &[&str]) {
-    let mut args = vec!["run", "-d", "--name", name, "--net", network];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["bb:local", "sleep", "600"]);
-    let out = host.docker().run(&args);
+    let out = host.docker().run_container(name, network, extra);
     assert!(
         out.status.success(),
         "docker run {name}: {}\ndriver log:\n{}",
@@ -562,16 +352,7 @@ fn run(host: &Host, name: &str, network: &str, extra: &[&str]) {
 }
 
 fn eventually_pings(docker: &Dockerd, from: &str, to: &str) {
-    eventually(
-        &format!("{from} pings {to}"),
-        Duration::from_secs(30),
-        || {
-            docker
-                .pings(from, to)
-                .then_some(())
-                .ok_or_else(|| "no answer".to_owned())
-        },
-    );
+    docker.wait_for_ping(from, to, Duration::from_secs(30));
 }
 
 /// The driver stops between `CreateEndpoint` and `Join` (right after answering
@@ -591,7 +372,7 @@ fn a_restarted_driver_or_dockerd_finishes_and_leaks_nothing() {
             "NetworkDriver.CreateEndpoint",
         )],
     );
-    let docker_socket = host.docker().socket.clone();
+    let docker_socket = host.docker().socket().to_owned();
     let plugin_log = host.dir.path().join("calico-libnetwork-stopping.log");
     // docker run blocks in Join (dockerd retries the dead socket) until the next driver runs.
     let run_c1 = std::thread::spawn(move || {
@@ -602,7 +383,7 @@ fn a_restarted_driver_or_dockerd_finishes_and_leaks_nothing() {
                 "net1",
                 "--stop-timeout",
                 "1",
-                "bb:local",
+                BUSYBOX_IMAGE,
                 "sleep",
                 "600",
             ])
@@ -611,7 +392,7 @@ fn a_restarted_driver_or_dockerd_finishes_and_leaks_nothing() {
     });
     eventually("the driver's stop", Duration::from_secs(30), || {
         let stopping = host.driver.as_mut().expect("a driver");
-        match stopping.child.try_wait() {
+        match stopping.try_wait() {
             Ok(Some(status)) if status.success() => Ok(()),
             other => Err(format!("{other:?}: {}", stopping.log())),
         }
@@ -638,10 +419,7 @@ fn a_restarted_driver_or_dockerd_finishes_and_leaks_nothing() {
     eventually_pings(host.docker(), "c2", &ip1);
 
     // Killed with containers running: the next driver removes them from ids alone.
-    let killed = host.driver.as_mut().expect("a driver");
-    killed.child.kill().expect("kill the driver");
-    killed.child.wait().expect("the driver exits");
-    host.driver.take();
+    host.driver.take().expect("a driver").kill();
     host.start_driver("calico-libnetwork-3", &[]);
 
     // dockerd restarted with both containers present: it stops them on the way down and

@@ -7,7 +7,11 @@
 //! - [`free_port`]: a loopback TCP port nobody listens on.
 //! - [`NetNs`]: a network namespace for one test, removed on `Drop`.
 //! - [`Tails`]: median, p99 and maximum of a benchmark's samples.
+//! - [`Dockerd`]: a real dockerd in a namespace with its state in one directory, a busybox
+//!   image, and containers, networks and daemon removed on `Drop`; [`NsProcess`] and
+//!   [`PluginSocket`] for the daemons and plugins beside it.
 
+mod docker;
 mod etcd;
 pub mod etcd_v2;
 mod netns;
@@ -17,6 +21,7 @@ mod tls;
 use std::net::TcpListener;
 use std::path::Path;
 
+pub use docker::{BUSYBOX_IMAGE, Dockerd, NsProcess, PluginSocket};
 pub use etcd::{EtcdServer, ServerTls};
 pub use netns::{NetNs, processes_in_netns};
 pub use stats::Tails;
