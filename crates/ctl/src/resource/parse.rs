@@ -82,7 +82,7 @@ fn yaml(text: &str) -> anyhow::Result<Vec<(Option<usize>, Value)>> {
     Ok(lines.into_iter().zip(values).collect())
 }
 
-/// The first content line of every YAML document: after each `---`, skipping blank and comment
+/// The first content line of every YAML document: after each `---`, past any blank and comment
 /// lines; a stream without content before the first `---` has no document there.
 fn document_lines(text: &str) -> Vec<usize> {
     let mut starts = Vec::new();
