@@ -3,8 +3,8 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -103,9 +103,10 @@ impl EtcdDatastore {
         let probe = store.call("get", "/calico/v1/Ready", |mut client| async move {
             client.get("/calico/v1/Ready", None).await
         });
-        tokio::time::timeout(config.connect_timeout, probe)
+        let answer = tokio::time::timeout(config.connect_timeout, probe)
             .await
-            .map_err(|_| unreachable(format!("no answer within {:?}", config.connect_timeout)))??;
+            .map_err(|_| unreachable(format!("no answer within {:?}", config.connect_timeout)))?;
+        answer.map_err(|error| without_client_certificate_hint(&config, error))?;
         Ok(store)
     }
 
@@ -227,6 +228,33 @@ fn io_cause(error: &etcd_client::Error) -> Option<std::io::ErrorKind> {
         source = cause.source();
     }
     None
+}
+
+/// A TLS connection that etcd closed at once usually means etcd wants a client certificate: when
+/// none was given, the error says so (etcd may close it with an alert or without a word).
+fn without_client_certificate_hint(config: &EtcdConfig, error: DatastoreError) -> DatastoreError {
+    let tls = config.endpoints.iter().any(|e| e.starts_with("https://"));
+    if !tls || config.cert_file.is_some() {
+        return error;
+    }
+    let hint = "(no client certificate was given: if etcd requires one, give --etcd-cert-file \
+                and --etcd-key-file)";
+    match error {
+        DatastoreError::Unreachable { endpoints, reason } => DatastoreError::Unreachable {
+            endpoints,
+            reason: format!("{reason} {hint}"),
+        },
+        DatastoreError::Etcd {
+            operation,
+            key,
+            reason,
+        } => DatastoreError::Etcd {
+            operation,
+            key,
+            reason: format!("{reason} {hint}"),
+        },
+        other => other,
+    }
 }
 
 /// Connection-level failures (a transport error, an unavailable or cancelled call, a reset or
