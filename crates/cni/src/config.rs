@@ -186,7 +186,7 @@ impl NetConf {
                 format!("{scheme}://{authority}")
             }
             (None, None) => std::env::var("ETCD_ENDPOINTS")
-                .unwrap_or_else(|_| "http://127.0.0.1:2379".to_owned()),
+                .unwrap_or_else(|_| calico_datastore::DEFAULT_ENDPOINTS.to_owned()),
         };
         let endpoints: Vec<String> = endpoints
             .split(',')
@@ -200,10 +200,22 @@ impl NetConf {
                 format!("{}: no endpoint in it", self.endpoints_source()),
             ));
         }
+        // With no etcd fields at all the plugin reaches etcd as every other component does on
+        // this host: ETCD_ENDPOINTS and, with it, ETCD_CA_CERT_FILE, ETCD_CERT_FILE and
+        // ETCD_KEY_FILE.
+        let from_env = self.etcd_endpoints.is_none() && self.etcd_authority.is_none();
+        let file = |field: &Option<PathBuf>, var: &str| match (field, from_env) {
+            (Some(file), _) => Some(file.clone()),
+            (None, true) => std::env::var_os(var).map(PathBuf::from),
+            (None, false) => None,
+        };
+        let ca_file = file(&self.etcd_ca_cert_file, "ETCD_CA_CERT_FILE");
+        let cert_file = file(&self.etcd_cert_file, "ETCD_CERT_FILE");
+        let key_file = file(&self.etcd_key_file, "ETCD_KEY_FILE");
         let tls_files = [
-            ("etcd_ca_cert_file", &self.etcd_ca_cert_file),
-            ("etcd_cert_file", &self.etcd_cert_file),
-            ("etcd_key_file", &self.etcd_key_file),
+            ("etcd_ca_cert_file", &ca_file),
+            ("etcd_cert_file", &cert_file),
+            ("etcd_key_file", &key_file),
         ];
         let given: Vec<&str> = tls_files
             .iter()
@@ -220,7 +232,7 @@ impl NetConf {
                 ),
             ));
         }
-        match (&self.etcd_cert_file, &self.etcd_key_file) {
+        match (&cert_file, &key_file) {
             (Some(_), None) => {
                 return Err(CniError::new(
                     code::INVALID_CONFIG,
@@ -237,9 +249,9 @@ impl NetConf {
         }
         Ok(EtcdConfig {
             endpoints,
-            ca_file: self.etcd_ca_cert_file.clone(),
-            cert_file: self.etcd_cert_file.clone(),
-            key_file: self.etcd_key_file.clone(),
+            ca_file,
+            cert_file,
+            key_file,
             ..EtcdConfig::default()
         })
     }

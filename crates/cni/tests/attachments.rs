@@ -420,8 +420,30 @@ fn etcd_errors_name_the_config_fields_not_command_line_flags() {
             msg.contains("check etcd_endpoints in the network configuration"),
             "{msg}"
         );
+        // One line naming the endpoint and the cause.
+        assert!(
+            msg.contains(
+                "cannot reach etcd at http://127.0.0.1:9: tcp connect error: Connection refused"
+            ),
+            "{msg}"
+        );
+        assert!(!msg.contains('\n'), "{msg}");
         assert!(!msg.contains("--etcd"), "{msg}");
     }
+    // No etcd fields: the plugin reads ETCD_ENDPOINTS and the ETCD_* TLS files as every other
+    // component does.
+    let mut bare = config.clone();
+    bare.as_object_mut().unwrap().remove("etcd_endpoints");
+    let mut with_env = vars.clone();
+    with_env.extend([
+        ("ETCD_ENDPOINTS", "https://127.0.0.1:9"),
+        ("ETCD_CERT_FILE", "/nonexistent/shared-cert.pem"),
+        ("ETCD_KEY_FILE", "/nonexistent/shared-key.pem"),
+    ]);
+    let reply = rig.call("calico", "ADD", &with_env, &bare);
+    assert_eq!(reply.json["code"], 100, "{}", reply.json);
+    let msg = reply.json["msg"].as_str().unwrap();
+    assert!(msg.contains("/nonexistent/shared-cert.pem"), "{msg}");
     config["etcd_endpoints"] = json!("https://127.0.0.1:9");
     config["etcd_cert_file"] = json!("/nonexistent/cert.pem");
     let reply = rig.call("calico", "ADD", &vars, &config);

@@ -20,27 +20,8 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// How to reach etcd. Flags win over the environment.
-#[derive(Debug, Clone, Args)]
-pub struct EtcdArgs {
-    /// Comma-separated etcd endpoints, e.g. http://127.0.0.1:2379,http://10.0.0.2:2379
-    #[arg(
-        long,
-        env = "ETCD_ENDPOINTS",
-        default_value = "http://127.0.0.1:2379",
-        global = true
-    )]
-    pub etcd_endpoints: String,
-    /// CA certificate that signed etcd's server certificate (enables TLS)
-    #[arg(long, env = "ETCD_CA_CERT_FILE", global = true)]
-    pub etcd_ca_cert_file: Option<PathBuf>,
-    /// Client certificate presented to etcd
-    #[arg(long, env = "ETCD_CERT_FILE", global = true)]
-    pub etcd_cert_file: Option<PathBuf>,
-    /// Private key of the client certificate
-    #[arg(long, env = "ETCD_KEY_FILE", global = true)]
-    pub etcd_key_file: Option<PathBuf>,
-}
+/// How to reach etcd: the flags every component takes (`--etcd-*`, `ETCD_*`).
+pub use calico_datastore::EtcdArgs;
 
 #[derive(Debug, Subcommand)]
 pub enum Command {

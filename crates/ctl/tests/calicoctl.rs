@@ -250,7 +250,15 @@ fn selector_eval_prints_one_verdict_per_line() {
 fn an_unreachable_etcd_is_reported_with_its_endpoint() {
     let out = calicoctl("http://127.0.0.1:9", &["get", "/calico/"], "");
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("127.0.0.1:9"), "{}", stderr(&out));
+    // One line: the endpoint, the cause and what to check.
+    let err = stderr(&out);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(
+            "cannot reach etcd at http://127.0.0.1:9: tcp connect error: Connection refused"
+        ) && err.contains("check --etcd-endpoints / ETCD_ENDPOINTS"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -3,8 +3,8 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -37,7 +37,7 @@ pub struct EtcdConfig {
 impl Default for EtcdConfig {
     fn default() -> Self {
         EtcdConfig {
-            endpoints: vec!["http://127.0.0.1:2379".to_owned()],
+            endpoints: vec![crate::DEFAULT_ENDPOINTS.to_owned()],
             ca_file: None,
             cert_file: None,
             key_file: None,
@@ -92,7 +92,7 @@ impl EtcdDatastore {
                         config.connect_timeout
                     ))
                 })?
-                .map_err(|e| unreachable(format!("{endpoint}: {e}")))?;
+                .map_err(|e| unreachable(format!("{endpoint}: {}", cause(&e))))?;
             clients.push(client);
         }
         let store = EtcdDatastore {
@@ -212,6 +212,33 @@ fn undelivered(error: &etcd_client::Error) -> Option<std::io::ErrorKind> {
     })
 }
 
+/// What went wrong in the fewest words that still say it: the last two links of the chain of
+/// errors behind `error` (e.g. `tcp connect error: Connection refused (os error 111)`), or
+/// etcd's own message when there is no chain (e.g. `etcdserver: leader changed`).
+fn cause(error: &etcd_client::Error) -> String {
+    let mut links: Vec<String> = Vec::new();
+    let mut source: Option<&(dyn std::error::Error + 'static)> = match error {
+        etcd_client::Error::GRpcStatus(status) => {
+            links.push(status.message().to_owned());
+            std::error::Error::source(status)
+        }
+        etcd_client::Error::TransportError(transport) => Some(transport),
+        etcd_client::Error::IoError(io) => Some(io),
+        _ => None,
+    };
+    while let Some(cause) = source {
+        links.push(cause.to_string());
+        source = cause.source();
+    }
+    links.retain(|link| !link.is_empty());
+    // A link often repeats the one below it ("error trying to connect: tcp connect error").
+    links.dedup_by(|inner, outer| outer.contains(inner.as_str()));
+    match links.len() {
+        0 => error.to_string(),
+        n => links[n.saturating_sub(2)..].join(": "),
+    }
+}
+
 /// The kind of the I/O error somewhere behind `error`, if any.
 fn io_cause(error: &etcd_client::Error) -> Option<std::io::ErrorKind> {
     // etcd_client::Error has no `source()`: start from the error it wraps.
@@ -290,13 +317,13 @@ fn classify(
     if unreachable {
         return DatastoreError::Unreachable {
             endpoints: endpoints.to_owned(),
-            reason: error.to_string(),
+            reason: cause(&error),
         };
     }
     DatastoreError::Etcd {
         operation,
         key: key.to_owned(),
-        reason: error.to_string(),
+        reason: cause(&error),
     }
 }
 

@@ -8,6 +8,7 @@
 mod error;
 mod etcd;
 mod memory;
+mod settings;
 mod watch;
 
 use async_trait::async_trait;
@@ -15,6 +16,7 @@ use async_trait::async_trait;
 pub use error::DatastoreError;
 pub use etcd::{EtcdConfig, EtcdDatastore};
 pub use memory::MemoryDatastore;
+pub use settings::{Backoff, DEFAULT_ENDPOINTS, EtcdArgs, connect_retrying, split_endpoints};
 pub use watch::{Watch, WatchEvent};
 
 /// A key, its value and the revision that last changed it.

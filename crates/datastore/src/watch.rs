@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::Stream;
@@ -17,7 +16,7 @@ use futures::stream::{BoxStream, StreamExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::{DatastoreError, KvPair};
+use crate::{Backoff, DatastoreError, KvPair};
 
 /// What a watch reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -242,24 +241,6 @@ pub(crate) fn differences(
         .map(WatchEvent::Put)
         .chain(vanished)
         .collect()
-}
-
-/// Retry pacing after failures: 50 ms doubling up to 2 s.
-#[derive(Default)]
-struct Backoff {
-    failures: u32,
-}
-
-impl Backoff {
-    async fn wait(&mut self) {
-        let delay = Duration::from_millis(50) * 2u32.pow(self.failures.min(5));
-        self.failures += 1;
-        tokio::time::sleep(delay.min(Duration::from_secs(2))).await;
-    }
-
-    fn reset(&mut self) {
-        self.failures = 0;
-    }
 }
 
 #[cfg(test)]

@@ -142,28 +142,38 @@ async fn delete_and_delete_prefix_count(h: Harness) {
 async fn compare_and_swap_on_revision(h: Harness) {
     let store = h.store();
     let k = key("a");
-    assert!(!store
-        .compare_and_swap(&k, Expect::ModRevision(1), "x")
-        .await
-        .unwrap());
-    assert!(store
-        .compare_and_swap(&k, Expect::Absent, "v1")
-        .await
-        .unwrap());
+    assert!(
+        !store
+            .compare_and_swap(&k, Expect::ModRevision(1), "x")
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .compare_and_swap(&k, Expect::Absent, "v1")
+            .await
+            .unwrap()
+    );
     let rev = store.get(&k).await.unwrap().unwrap().mod_revision;
-    assert!(!store
-        .compare_and_swap(&k, Expect::Absent, "v2")
-        .await
-        .unwrap());
-    assert!(store
-        .compare_and_swap(&k, Expect::ModRevision(rev), "v2")
-        .await
-        .unwrap());
+    assert!(
+        !store
+            .compare_and_swap(&k, Expect::Absent, "v2")
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .compare_and_swap(&k, Expect::ModRevision(rev), "v2")
+            .await
+            .unwrap()
+    );
     // The revision moved on: a second writer holding the old one loses.
-    assert!(!store
-        .compare_and_swap(&k, Expect::ModRevision(rev), "v3")
-        .await
-        .unwrap());
+    assert!(
+        !store
+            .compare_and_swap(&k, Expect::ModRevision(rev), "v3")
+            .await
+            .unwrap()
+    );
     assert_eq!(store.get(&k).await.unwrap().unwrap().value, "v2");
     let rev = store.get(&k).await.unwrap().unwrap().mod_revision;
     assert!(!store.compare_and_delete(&k, rev - 1).await.unwrap());

@@ -30,7 +30,7 @@ use anyhow::Context;
 use calico_calc::{Calculator, EndpointKey};
 use calico_dataplane::KernelSnapshot;
 use calico_dataplane::{Dataplane, Ipip, Routing, Vxlan, Written};
-use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore, WatchEvent};
+use calico_datastore::{Datastore, DatastoreError, EtcdConfig, EtcdDatastore, WatchEvent};
 use calico_linux::{CommandError, LinkEvent, LinkEvents, Netlink, Netns};
 use calico_model::Key;
 use tokio::net::TcpListener;
@@ -57,20 +57,10 @@ pub fn etcd_config(bootstrap: &Bootstrap) -> EtcdConfig {
     }
 }
 
-/// Connects to etcd, retrying (and saying so) until it answers.
-pub async fn connect(bootstrap: &Bootstrap) -> EtcdDatastore {
-    let config = etcd_config(bootstrap);
-    let mut delay = Duration::from_millis(200);
-    loop {
-        match EtcdDatastore::connect(config.clone()).await {
-            Ok(store) => return store,
-            Err(error) => {
-                tracing::warn!(%error, "cannot reach etcd yet; retrying in {delay:?}");
-                sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
-            }
-        }
-    }
+/// Connects to etcd, retrying with the shared bounded backoff (one warning per attempt) until it
+/// answers. Only a settings error (a TLS file missing) ends the wait.
+pub async fn connect(bootstrap: &Bootstrap) -> Result<EtcdDatastore, DatastoreError> {
+    calico_datastore::connect_retrying(&etcd_config(bootstrap), "calico-felix", None).await
 }
 
 /// Reads the global and this host's config from etcd into `inputs`.

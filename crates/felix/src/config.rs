@@ -216,6 +216,11 @@ impl<'a> Resolver<'a> {
                 }
             }
         }
+        if let Some(var) = shared_env(param.name)
+            && let Some((key, value)) = self.inputs.env.iter().find(|(k, _)| k.as_str() == var)
+        {
+            return (value.clone(), Source::Env(key.clone()));
+        }
         if self.use_etcd && param.from_etcd {
             if let Some(value) = self.inputs.etcd_host.get(param.name) {
                 return (value.clone(), Source::EtcdHost);
@@ -225,6 +230,18 @@ impl<'a> Resolver<'a> {
             }
         }
         (param.default.to_owned(), Source::Default)
+    }
+}
+
+/// The variables every component reads to reach etcd (`calicoctl`, `calico-node`, the CNI
+/// plugins): Felix honours them after its own `FELIX_*` variables and its config file.
+fn shared_env(param: &str) -> Option<&'static str> {
+    match param {
+        "EtcdEndpoints" => Some("ETCD_ENDPOINTS"),
+        "EtcdCaFile" => Some("ETCD_CA_CERT_FILE"),
+        "EtcdCertFile" => Some("ETCD_CERT_FILE"),
+        "EtcdKeyFile" => Some("ETCD_KEY_FILE"),
+        _ => None,
     }
 }
 
@@ -692,5 +709,33 @@ mod tests {
         }
         let err = with_env(&[("FELIX_METADATAPORT", "0")]).unwrap_err();
         assert_eq!(err.param, "MetadataPort");
+    }
+
+    #[test]
+    fn the_shared_etcd_variables_apply_after_felixs_own() {
+        let config = with_env(&[
+            ("ETCD_ENDPOINTS", "https://a:2379,https://b:2379"),
+            ("ETCD_CA_CERT_FILE", "/ca.pem"),
+            ("ETCD_CERT_FILE", "/c.pem"),
+            ("ETCD_KEY_FILE", "/k.pem"),
+        ])
+        .unwrap();
+        let bootstrap = &config.bootstrap;
+        assert_eq!(
+            bootstrap.etcd_endpoints,
+            ["https://a:2379", "https://b:2379"]
+        );
+        assert_eq!(bootstrap.etcd_ca_file, Some(PathBuf::from("/ca.pem")));
+        assert_eq!(bootstrap.etcd_cert_file, Some(PathBuf::from("/c.pem")));
+        assert_eq!(bootstrap.etcd_key_file, Some(PathBuf::from("/k.pem")));
+        let config = with_env(&[
+            ("ETCD_ENDPOINTS", "http://shared:2379"),
+            ("FELIX_ETCDENDPOINTS", "http://felix:2379"),
+        ])
+        .unwrap();
+        assert_eq!(config.bootstrap.etcd_endpoints, ["http://felix:2379"]);
+        let err = with_env(&[("ETCD_ENDPOINTS", "shared:2379")]).unwrap_err();
+        assert_eq!(err.param, "EtcdEndpoints", "{err}");
+        assert!(err.to_string().contains("ETCD_ENDPOINTS"), "{err}");
     }
 }

@@ -90,7 +90,9 @@ async fn run(args: Args, logging: &Logging) -> anyhow::Result<()> {
     let hostname = calico_linux::hostname();
     let bootstrap = Bootstrap::load(&inputs, &hostname)?;
     tracing::info!(endpoints = ?bootstrap.etcd_endpoints, hostname = %bootstrap.hostname, "connecting to etcd");
-    let store = agent::connect(&bootstrap).await;
+    let store = agent::connect(&bootstrap)
+        .await
+        .context("connecting to etcd")?;
     let config = agent::load_config(&store, &mut inputs, &hostname, &bootstrap).await?;
     logging.configure(&config)?;
     for (name, value, source) in &config.report {

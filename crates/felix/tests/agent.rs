@@ -373,3 +373,59 @@ fn ipip_without_the_kernel_module_is_reported_and_nothing_else_stops() {
             .contains("-A cali-wi-calidb")
     });
 }
+
+/// etcd is down when Felix starts: Felix waits for it with the shared backoff (one warning per
+/// attempt, naming the endpoint and the cause) and programs what etcd says once it answers.
+/// It is pointed at etcd with the variable every component reads (`ETCD_ENDPOINTS`).
+#[test]
+fn felix_waits_for_etcd_and_reads_the_shared_endpoints_variable() {
+    let ns = NetNs::new("calico-felix-wait");
+    let mut etcd = EtcdServer::start_in_netns(ns.name());
+    etcd.put("/calico/v1/Ready", "true");
+    etcd.put(
+        "/calico/v1/host/h1/workload/k8s/ns.web/endpoint/eth0",
+        r#"{"state": "active", "name": "caliweb", "mac": "ee:ee:ee:00:00:01", "profile_ids": [], "ipv4_nets": ["10.65.0.7/32"]}"#,
+    );
+    etcd.stop();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("felix.log");
+    let out = File::create(&log).unwrap();
+    let child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns.name(),
+            env!("CARGO_BIN_EXE_calico-felix"),
+        ])
+        .env("ETCD_ENDPOINTS", etcd.endpoint())
+        .env("FELIX_FELIXHOSTNAME", "h1")
+        .env("FELIX_LOGFILEPATH", "none")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("calico-felix starts");
+    let mut felix = Felix {
+        child,
+        log,
+        _dir: dir,
+    };
+    eventually(&felix, "three warnings naming the endpoint", || {
+        let log = felix.log();
+        log.lines()
+            .filter(|line| line.contains("retrying in") && line.contains(&etcd.endpoint()))
+            .count()
+            >= 3
+    });
+    assert!(
+        felix.child.try_wait().unwrap().is_none(),
+        "Felix exited while etcd was down:\n{}",
+        felix.log()
+    );
+    etcd.restart();
+    eventually(&felix, "the endpoint's chains once etcd answers", || {
+        ns.run_ok("iptables-save", &[], "")
+            .contains("cali-wi-caliweb")
+    });
+    assert!(felix.log().contains("connected to etcd"), "{}", felix.log());
+}

@@ -1,7 +1,7 @@
 //! The lab's etcd as a datastore: connecting to it through the relay, and what `up` writes
 //! before any host starts (Ready, BGP settings, the IP pools).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore};
@@ -49,20 +49,8 @@ pub async fn connect(lab: &Lab) -> anyhow::Result<EtcdDatastore> {
         endpoints: lab.client_endpoints(),
         ..EtcdConfig::default()
     };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let attempt = async {
-            let store = EtcdDatastore::connect(config.clone()).await?;
-            store.get("/calico/v1/Ready").await?;
-            Ok::<_, calico_datastore::DatastoreError>(store)
-        };
-        match attempt.await {
-            Ok(store) => return Ok(store),
-            Err(error) if Instant::now() >= deadline => {
-                return Err(error)
-                    .context(format!("etcd at {} does not answer", lab.client_endpoint));
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
+    // The lab starts etcd itself: wait for it, but not forever.
+    calico_datastore::connect_retrying(&config, "calico-lab", Some(Duration::from_secs(30)))
+        .await
+        .with_context(|| format!("etcd at {} does not answer", lab.client_endpoint))
 }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use calico_datastore::EtcdConfig;
+use calico_datastore::EtcdArgs;
 use clap::Parser;
 
 /// Where dockerd looks for plugin sockets (whatever its `--exec-root`).
@@ -26,18 +26,8 @@ pub struct Args {
     /// dockerd's API socket, asked for network names (which name their profiles)
     #[arg(long, env = "DOCKER_SOCKET", default_value = "/var/run/docker.sock")]
     pub docker_socket: PathBuf,
-    /// Comma-separated etcd endpoints
-    #[arg(long, env = "ETCD_ENDPOINTS", default_value = "http://127.0.0.1:2379")]
-    pub etcd_endpoints: String,
-    /// CA certificate that signed etcd's server certificate (enables TLS)
-    #[arg(long, env = "ETCD_CA_CERT_FILE")]
-    pub etcd_ca_cert_file: Option<PathBuf>,
-    /// Client certificate presented to etcd
-    #[arg(long, env = "ETCD_CERT_FILE")]
-    pub etcd_cert_file: Option<PathBuf>,
-    /// Private key of the client certificate
-    #[arg(long, env = "ETCD_KEY_FILE")]
-    pub etcd_key_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub etcd: EtcdArgs,
 }
 
 impl Args {
@@ -51,23 +41,6 @@ impl Args {
     /// The host's name: given, or the kernel's.
     pub fn hostname(&self) -> String {
         self.hostname.clone().unwrap_or_else(calico_linux::hostname)
-    }
-
-    /// How to reach etcd.
-    pub fn etcd(&self) -> EtcdConfig {
-        EtcdConfig {
-            endpoints: self
-                .etcd_endpoints
-                .split(',')
-                .map(str::trim)
-                .filter(|e| !e.is_empty())
-                .map(str::to_owned)
-                .collect(),
-            ca_file: self.etcd_ca_cert_file.clone(),
-            cert_file: self.etcd_cert_file.clone(),
-            key_file: self.etcd_key_file.clone(),
-            ..EtcdConfig::default()
-        }
     }
 }
 
@@ -91,6 +64,9 @@ mod tests {
     fn etcd_endpoints_are_split_on_commas() {
         let args = Args::try_parse_from(["x", "--etcd-endpoints", "http://a:2379, http://b:2379,"])
             .unwrap();
-        assert_eq!(args.etcd().endpoints, ["http://a:2379", "http://b:2379"]);
+        assert_eq!(
+            args.etcd.config().endpoints,
+            ["http://a:2379", "http://b:2379"]
+        );
     }
 }

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use calico_datastore::EtcdDatastore;
+use calico_datastore::connect_retrying;
 use calico_libnetwork::docker::DockerApi;
 use calico_libnetwork::{Args, Driver, reconcile, server};
 use calico_linux::{Netlink, Netns};
@@ -39,13 +39,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!(
         socket = %socket.display(),
         hostname,
-        etcd = args.etcd_endpoints,
+        etcd = args.etcd.etcd_endpoints,
         docker = %args.docker_socket.display(),
         "starting"
     );
-    let store = EtcdDatastore::connect(args.etcd())
-        .await
-        .context("cannot connect to the datastore")?;
+    // A daemon: wait for etcd as long as it takes (one warning per attempt); the socket appears
+    // once the driver can answer.
+    let store = connect_retrying(&args.etcd.config(), "calico-libnetwork", None).await?;
     let netlink = Netlink::connect(&Netns::current()).context("cannot open netlink")?;
     let docker = DockerApi::new(args.docker_socket.clone());
     let driver = Arc::new(Driver::new(hostname, Arc::new(store), netlink, docker));

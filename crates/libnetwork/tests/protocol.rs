@@ -27,6 +27,13 @@ struct Driver {
 
 impl Driver {
     fn start(etcd: &EtcdServer) -> Driver {
+        let driver = Driver::spawn(etcd);
+        driver.wait_for_socket();
+        driver
+    }
+
+    /// Starts the driver without waiting for its socket.
+    fn spawn(etcd: &EtcdServer) -> Driver {
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("calico.sock");
         let log = std::fs::File::create(dir.path().join("driver.log")).expect("log file");
@@ -43,17 +50,24 @@ impl Driver {
             .stderr(log)
             .spawn()
             .expect("the driver starts");
-        eventually("the driver's socket", Duration::from_secs(10), || {
-            socket
-                .exists()
-                .then_some(())
-                .ok_or_else(|| "not yet".to_owned())
-        });
         Driver {
             child,
             socket,
             _dir: dir,
         }
+    }
+
+    fn wait_for_socket(&self) {
+        eventually("the driver's socket", Duration::from_secs(10), || {
+            self.socket
+                .exists()
+                .then_some(())
+                .ok_or_else(|| format!("the driver's log:\n{}", self.log()))
+        });
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("driver.log")).unwrap_or_default()
     }
 
     /// POSTs `body` to `/<call>`; the status and the JSON answer.
@@ -275,4 +289,35 @@ fn bad_input_is_an_err_naming_the_cause() {
         written.is_empty(),
         "written after refused calls: {written:?}"
     );
+}
+
+/// etcd is down when the driver starts: it waits with the shared backoff (one warning per
+/// attempt naming the endpoint), opens its socket only once it can answer, and then does.
+#[test]
+fn the_driver_waits_for_etcd_before_opening_its_socket() {
+    let mut etcd = EtcdServer::start();
+    etcd.stop();
+    let mut driver = Driver::spawn(&etcd);
+    eventually(
+        "three warnings naming the endpoint",
+        Duration::from_secs(30),
+        || {
+            let warnings = driver
+                .log()
+                .lines()
+                .filter(|line| line.contains("retrying in") && line.contains(&etcd.endpoint()))
+                .count();
+            (warnings >= 3).then_some(()).ok_or_else(|| driver.log())
+        },
+    );
+    assert!(!driver.socket.exists(), "no socket while etcd is down");
+    assert!(
+        driver.child.try_wait().unwrap().is_none(),
+        "the driver exited while etcd was down:\n{}",
+        driver.log()
+    );
+    etcd.restart();
+    driver.wait_for_socket();
+    let answer = driver.ok("Plugin.Activate", json!({}));
+    assert_eq!(answer["Implements"], json!(["NetworkDriver", "IpamDriver"]));
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use calico_datastore::{EtcdConfig, EtcdDatastore};
+use calico_datastore::{EtcdArgs, connect_retrying};
 use calico_node::agent::{FelixProcess, Node};
 use calico_node::bird::Bird;
 use calico_node::register::{self, Registration};
@@ -30,15 +30,8 @@ struct Args {
     /// This host's AS number (default: the cluster's, /calico/bgp/v1/global/as_num, else 64512)
     #[arg(long = "as", env = "AS")]
     as_num: Option<calico_model::bgp::AsNumber>,
-    /// Comma-separated etcd endpoints
-    #[arg(long, env = "ETCD_ENDPOINTS", default_value = "http://127.0.0.1:2379")]
-    etcd_endpoints: String,
-    #[arg(long, env = "ETCD_CA_CERT_FILE")]
-    etcd_ca_cert_file: Option<PathBuf>,
-    #[arg(long, env = "ETCD_CERT_FILE")]
-    etcd_cert_file: Option<PathBuf>,
-    #[arg(long, env = "ETCD_KEY_FILE")]
-    etcd_key_file: Option<PathBuf>,
+    #[command(flatten)]
+    etcd: EtcdArgs,
     /// Where BIRD's configuration (bird.conf) and control socket (bird.ctl) live
     #[arg(long, env = "CALICO_RUN_DIR", default_value = "/var/run/calico")]
     run_dir: PathBuf,
@@ -83,21 +76,8 @@ fn main() -> ExitCode {
 
 async fn run(args: Args) -> anyhow::Result<()> {
     let hostname = args.hostname.clone().unwrap_or_else(calico_linux::hostname);
-    let endpoints: Vec<String> = args
-        .etcd_endpoints
-        .split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .map(str::to_owned)
-        .collect();
-    let etcd = EtcdConfig {
-        endpoints: endpoints.clone(),
-        ca_file: args.etcd_ca_cert_file.clone(),
-        cert_file: args.etcd_cert_file.clone(),
-        key_file: args.etcd_key_file.clone(),
-        ..EtcdConfig::default()
-    };
-    let store = Arc::new(EtcdDatastore::connect(etcd).await?);
+    // A daemon: wait for etcd as long as it takes, saying so once per attempt.
+    let store = Arc::new(connect_retrying(&args.etcd.config(), "calico-node", None).await?);
     let registration = Registration {
         hostname: hostname.clone(),
         ipv4: register::pick_ipv4(&args.ip)?,
@@ -107,7 +87,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     register::register(store.as_ref(), &registration).await?;
     std::fs::create_dir_all(&args.run_dir)
         .with_context(|| format!("cannot create {}", args.run_dir.display()))?;
-    let felix = felix_process(&args, &hostname, &endpoints)?;
+    let felix = felix_process(&args, &hostname)?;
     let node = Node {
         ipv4: registration.ipv4,
         hostname,
@@ -119,11 +99,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// Felix with the same datastore and host name, unless `--felix none`.
-fn felix_process(
-    args: &Args,
-    hostname: &str,
-    endpoints: &[String],
-) -> anyhow::Result<Option<FelixProcess>> {
+fn felix_process(args: &Args, hostname: &str) -> anyhow::Result<Option<FelixProcess>> {
     let binary = match args.felix.as_deref() {
         Some("none") => return Ok(None),
         Some(path) => PathBuf::from(path),
@@ -136,14 +112,18 @@ fn felix_process(
             }
         }
     };
+    let etcd = &args.etcd;
     let mut env = vec![
-        ("FELIX_ETCDENDPOINTS".to_owned(), endpoints.join(",")),
+        (
+            "FELIX_ETCDENDPOINTS".to_owned(),
+            etcd.etcd_endpoints.clone(),
+        ),
         ("FELIX_FELIXHOSTNAME".to_owned(), hostname.to_owned()),
     ];
     for (name, file) in [
-        ("FELIX_ETCDCAFILE", &args.etcd_ca_cert_file),
-        ("FELIX_ETCDCERTFILE", &args.etcd_cert_file),
-        ("FELIX_ETCDKEYFILE", &args.etcd_key_file),
+        ("FELIX_ETCDCAFILE", &etcd.etcd_ca_cert_file),
+        ("FELIX_ETCDCERTFILE", &etcd.etcd_cert_file),
+        ("FELIX_ETCDKEYFILE", &etcd.etcd_key_file),
     ] {
         if let Some(file) = file {
             env.push((name.to_owned(), file.display().to_string()));

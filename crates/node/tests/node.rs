@@ -355,3 +355,57 @@ fn writes_the_vxlan_tunnel_endpoint_when_a_pool_has_vxlan_and_keeps_its_address(
     });
     stop_node(node);
 }
+
+/// etcd is down when calico-node starts: it waits with the shared backoff (one warning per
+/// attempt naming the endpoint) instead of giving up, and registers once etcd answers.
+#[test]
+fn waits_for_etcd_then_registers() {
+    for tool in ["bird", "birdc", "ip"] {
+        require_tool(tool);
+    }
+    let host = NetNs::new("node-wait");
+    host.run_ok("ip", &["link", "set", "lo", "up"], "");
+    let mut etcd = EtcdServer::start_in_netns(host.name());
+    etcd.put("/calico/v1/Ready", "true");
+    etcd.stop();
+    let run_dir = tempfile::tempdir().unwrap();
+    let log = run_dir.path().join("node.log");
+    let log_file = std::fs::File::create(&log).unwrap();
+    let child = Netns::named(host.name())
+        .command(env!("CARGO_BIN_EXE_calico-node"))
+        .args([
+            "--hostname",
+            "node-w",
+            "--ip",
+            "10.98.1.5",
+            "--felix",
+            "none",
+        ])
+        .env("ETCD_ENDPOINTS", etcd.endpoint())
+        .arg("--run-dir")
+        .arg(run_dir.path())
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone().unwrap())
+        .stderr(log_file)
+        .spawn()
+        .unwrap();
+    let mut node = Running { child };
+    until_found("three warnings naming the endpoint", &log, || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let warnings = text
+            .lines()
+            .filter(|line| line.contains("retrying in") && line.contains(&etcd.endpoint()))
+            .count();
+        (warnings >= 3).then_some(text)
+    });
+    assert!(
+        node.child.try_wait().unwrap().is_none(),
+        "calico-node exited while etcd was down:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    etcd.restart();
+    let ip = until_found("registration once etcd answers", &log, || {
+        get(&etcd, "/calico/bgp/v1/host/node-w/ip_addr_v4")
+    });
+    assert_eq!(ip, "10.98.1.5");
+}
