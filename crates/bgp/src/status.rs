@@ -64,9 +64,11 @@ pub fn parse_protocols(text: &str) -> Vec<Session> {
                     continue;
                 };
                 let count: u64 = count.parse().unwrap_or(0);
+                // Saturating: the counts are BIRD's text, summed over channels, and a garbled
+                // or hostile line must not overflow (a panic in debug builds).
                 match what {
-                    "imported" => session.imported += count,
-                    "exported" => session.exported += count,
+                    "imported" => session.imported = session.imported.saturating_add(count),
+                    "exported" => session.exported = session.exported.saturating_add(count),
                     _ => {}
                 }
             }

@@ -14,10 +14,12 @@
 //! | `routes` | the container's routes: which an attachment owns, their metric, reading them |
 //! | `plugin` | `calico`: veth, addresses, routes, endpoint and profile; rollback; DEL |
 //! | `check` | `calico` CHECK: everything ADD made is still there |
+//! | `fault` | `CALICO_CNI_ABORT_AFTER`: ADD crashed after a step, for the crash tests |
 
 pub mod check;
 pub mod config;
 pub mod delegate;
+pub mod fault;
 pub mod ipam_plugin;
 pub mod plugin;
 pub mod plumbing;

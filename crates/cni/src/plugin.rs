@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use crate::config::NetConf;
 use crate::delegate;
+use crate::fault::{Step, crash_point};
 use crate::ipam_plugin::{connect, ipam_error};
 use crate::plumbing::{self, Attachment, RoutePlacement, Undo};
 pub use crate::routes::IPV4_GATEWAY;
@@ -160,6 +161,7 @@ async fn add_steps(
     store: &dyn Datastore,
     done: &mut Done,
 ) -> Result<CniResult, CniError> {
+    crash_point(env.abort_after, Step::Ipam);
     let addresses: Vec<IpAddr> = assigned.ips.iter().map(|ip| ip.address.addr()).collect();
     honoured(conf, requested, &addresses)?;
     let veth = workload.veth_name();
@@ -174,6 +176,7 @@ async fn add_steps(
     };
     let addresses = attachment.addresses.clone();
     let (host_link, container_link) = plumb(&attachment, done).await?;
+    crash_point(env.abort_after, Step::Veth);
 
     let endpoint = endpoint_json(&veth, &container_link, &conf.name, &addresses);
     let key = workload.key().to_string();
@@ -186,6 +189,7 @@ async fn add_steps(
             .await
             .map_err(|e| conf.etcd_error(e))
     },)?;
+    crash_point(env.abort_after, Step::Endpoint);
 
     let mut routes = Vec::new();
     if addresses.iter().any(IpAddr::is_ipv4) {

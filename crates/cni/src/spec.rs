@@ -96,6 +96,8 @@ pub struct Env {
     pub args: BTreeMap<String, String>,
     /// `CNI_PATH`, split on `:`.
     pub path: Vec<String>,
+    /// `CALICO_CNI_ABORT_AFTER`: not the spec's, a test seam (see `fault`).
+    pub abort_after: Option<crate::fault::Step>,
 }
 
 impl Env {
@@ -130,6 +132,7 @@ impl Env {
                 .filter(|p| !p.is_empty())
                 .map(str::to_owned)
                 .collect(),
+            abort_after: crate::fault::parse(vars.get(crate::fault::VAR).map(String::as_str))?,
         };
         if command == Command::Version {
             return Ok(env);

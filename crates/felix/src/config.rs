@@ -613,8 +613,11 @@ fn ports(v: &str) -> Result<Vec<u16>, String> {
 
 fn seconds(v: &str) -> Result<Duration, String> {
     match v.parse::<f64>() {
-        Ok(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
-        _ => Err("expected a positive number of seconds".to_owned()),
+        // A timer needs a period it can count (not 0 ns) and a Duration one it can hold.
+        Ok(s) if s.is_finite() && (0.001..=31_536_000.0).contains(&s) => {
+            Ok(Duration::from_secs_f64(s))
+        }
+        _ => Err("expected a number of seconds from 0.001 to 31536000 (a year)".to_owned()),
     }
 }
 

@@ -188,7 +188,7 @@ fn bad_values_name_the_parameter_the_source_and_the_reason() {
         (
             inputs(&[("FELIX_REPORTINGINTERVALSECS", "-1")], None, &[], &[]),
             "ReportingIntervalSecs",
-            "positive number",
+            "from 0.001 to 31536000",
         ),
         (
             inputs(&[("FELIX_FELIXHOSTNAME", "a/b")], None, &[], &[]),

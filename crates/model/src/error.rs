@@ -76,7 +76,12 @@ pub fn from_json<T: DeserializeOwned + Validate>(raw: &str) -> Result<T, Validat
 fn json_error(err: serde_path_to_error::Error<serde_json::Error>) -> ValidationError {
     let path = err.path().to_string();
     let inner = err.into_inner();
-    let field = if path == "." { String::new() } else { path };
+    // The root is "."; an empty path is a field named "" (`{"": 1}`), shown quoted.
+    let field = match path.as_str() {
+        "." => String::new(),
+        "" => "\"\"".to_owned(),
+        _ => path,
+    };
     let reason = if inner.is_syntax() || inner.is_eof() {
         format!("invalid JSON: {inner}")
     } else {

@@ -3,6 +3,7 @@
 //! test-made "container" namespaces.
 #![allow(dead_code)] // each test file uses part of the rig
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -20,6 +21,8 @@ pub struct Rig {
 #[derive(Debug)]
 pub struct Reply {
     pub ok: bool,
+    /// The signal that ended the plugin, if one did (a crash).
+    pub signal: Option<i32>,
     pub json: Value,
     pub stderr: String,
 }
@@ -118,6 +121,7 @@ impl Rig {
         };
         Reply {
             ok: out.status.success(),
+            signal: out.status.signal(),
             json,
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }

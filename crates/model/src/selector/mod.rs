@@ -21,7 +21,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-pub use parse::is_label_char;
+pub use parse::{MAX_DEPTH, is_label_char};
 
 /// Where an endpoint's labels come from: anything that can look a label up by name.
 pub trait Labels {

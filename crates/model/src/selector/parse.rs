@@ -34,6 +34,7 @@ pub(super) fn parse(text: &str) -> Result<Parsed, SelectorError> {
         out: Vec::with_capacity(3 * text.len() + 16),
         names: String::with_capacity(text.len()),
         operands: Vec::with_capacity(8),
+        depth: 0,
     };
     parser.skip_space();
     if parser.at_end() {
@@ -119,7 +120,14 @@ struct Parser<'t> {
     /// A stack of the operands of the `&&` and `||` being parsed: each takes the part above
     /// what was there when it started. One allocation for all the operators of a selector.
     operands: Vec<(Range<usize>, Expr)>,
+    /// How many `(` and `!` enclose the current position: each is a level of recursion.
+    depth: usize,
 }
+
+/// The deepest nesting of `(` and `!` accepted. Each level is a few stack frames, so without a
+/// bound a selector of a million `(` (a policy value anyone with etcd write access can store)
+/// overflows the stack and aborts Felix; real selectors nest a handful of levels.
+pub const MAX_DEPTH: usize = 100;
 
 impl<'t> Parser<'t> {
     fn or(&mut self) -> Result<Node, SelectorError> {
@@ -160,11 +168,11 @@ impl<'t> Parser<'t> {
             return Err(self.unexpected("a label name, '!', '(', has() or all()"));
         }
         if self.eat("!") {
-            let inner = self.unary()?;
+            let inner = self.nested(Self::unary)?;
             return Ok(self.negate(inner));
         }
         if self.eat("(") {
-            let inner = self.or()?;
+            let inner = self.nested(Self::or)?;
             self.expect(")", "')' to close the '('")?;
             return Ok(inner);
         }
@@ -176,6 +184,24 @@ impl<'t> Parser<'t> {
         }
         let expr = self.comparison(name)?;
         Ok(self.leaf(expr))
+    }
+
+    /// `parse` one level deeper, refused past [`MAX_DEPTH`] (the `(` or `!` just read is
+    /// where the error points).
+    fn nested(
+        &mut self,
+        parse: fn(&mut Self) -> Result<Node, SelectorError>,
+    ) -> Result<Node, SelectorError> {
+        if self.depth == MAX_DEPTH {
+            return Err(SelectorError::new(
+                self.position(self.at - 1),
+                format!("nested more than {MAX_DEPTH} levels deep ('(' and '!')"),
+            ));
+        }
+        self.depth += 1;
+        let node = parse(self);
+        self.depth -= 1;
+        node
     }
 
     /// `has(label)` or `all()`.
