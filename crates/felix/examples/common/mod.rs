@@ -84,21 +84,30 @@ pub fn felix_bin() -> PathBuf {
 
 /// A process's resident memory in MiB (`VmRSS`).
 pub fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("Felix runs");
+    try_rss_mib(pid).expect("the process runs, with VmRSS in /proc/<pid>/status")
+}
+
+/// [`rss_mib`] of a process that may have gone.
+pub fn try_rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kib: f64 = status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/<pid>/status");
-    kib / 1024.0
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())?;
+    Some(kib / 1024.0)
 }
 
 /// A process's CPU time in seconds, its own (user + system) and its waited-for children's;
 /// `/proc` counts in USER_HZ, 100 on Linux.
 pub fn cpu_secs(pid: u32) -> (f64, f64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("Felix runs");
+    try_cpu_secs(pid).expect("the process runs")
+}
+
+/// [`cpu_secs`] of a process that may have gone.
+pub fn try_cpu_secs(pid: u32) -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name (which may hold spaces): state is field 3, utime 14.
-    let after = &stat[stat.rfind(')').expect("stat format") + 2..];
+    let after = &stat[stat.rfind(')')? + 2..];
     let f: Vec<f64> = after.split(' ').map(|v| v.parse().unwrap_or(0.0)).collect();
-    ((f[11] + f[12]) / 100.0, (f[13] + f[14]) / 100.0)
+    Some(((f[11] + f[12]) / 100.0, (f[13] + f[14]) / 100.0))
 }

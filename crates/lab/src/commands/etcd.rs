@@ -15,10 +15,18 @@ pub struct Args {
 enum Command {
     /// Every member: its client URL on the fabric, whether it runs, and which one leads.
     Status,
-    /// SIGKILLs a member (its data stays).
-    Stop { member: String },
-    /// Starts a stopped member again with its data: it rejoins the cluster.
-    Start { member: String },
+    /// SIGKILLs members (their data stays): `stop etcd1 etcd2` loses the quorum at once.
+    Stop {
+        #[arg(required = true)]
+        members: Vec<String>,
+    },
+    /// Starts stopped members again with their data: they rejoin the cluster (give every
+    /// stopped member in one command to bring a stopped cluster back: a lone member has no
+    /// quorum to elect a leader with).
+    Start {
+        #[arg(required = true)]
+        members: Vec<String>,
+    },
 }
 
 pub async fn run(name: &str, args: Args) -> anyhow::Result<()> {
@@ -36,9 +44,15 @@ pub async fn run(name: &str, args: Args) -> anyhow::Result<()> {
                 println!("{} {} {role}", member.name, member.url());
             }
         }
-        Command::Stop { member } => members::stop(&mut lab, &member)?,
-        Command::Start { member } => {
-            members::restart(&mut lab, &member)?;
+        Command::Stop { members: names } => {
+            for name in &names {
+                members::stop(&mut lab, name)?;
+            }
+        }
+        Command::Start { members: names } => {
+            for name in &names {
+                members::restart(&mut lab, name)?;
+            }
             members::wait_for_leader(&lab, Duration::from_secs(30)).await?;
         }
     }
