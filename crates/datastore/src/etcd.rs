@@ -95,9 +95,12 @@ impl EtcdDatastore {
                 .map_err(|e| unreachable(format!("{endpoint}: {}", cause(&e))))?;
             clients.push(client);
         }
+        // Each client starts at a random endpoint, as etcd's own clients balance: a thousand
+        // agents started together spread their snapshots over the members.
+        let first = crate::settings::random_below(clients.len());
         let store = EtcdDatastore {
             clients: Arc::new(clients),
-            current: Arc::new(AtomicUsize::new(0)),
+            current: Arc::new(AtomicUsize::new(first)),
             endpoints: endpoints.clone(),
         };
         let probe = store.call("get", "/calico/v1/Ready", |mut client| async move {
@@ -513,32 +516,78 @@ fn op_key(op: &TxnOp) -> &str {
 
 #[async_trait]
 impl Source for EtcdDatastore {
+    /// Every key under `prefix` at one revision, read in pages of [`PAGE`] keys pinned to the
+    /// first page's revision: one response for everything would pass gRPC's 4 MiB message limit
+    /// at about 13,000 endpoints, and a pinned revision keeps the pages one consistent view.
     async fn snapshot(&self, prefix: &str) -> Result<(Vec<KvPair>, i64), DatastoreError> {
-        let response = self
-            .call("list", prefix, |mut client| async move {
-                client
-                    .get(prefix, Some(GetOptions::new().with_prefix()))
-                    .await
-            })
-            .await?;
-        let revision = response.header().map_or(0, |h| h.revision());
-        let pairs = response
-            .kvs()
-            .iter()
-            .map(to_pair)
-            .collect::<Result<_, _>>()?;
-        Ok((pairs, revision))
+        let end = prefix_end(prefix);
+        let mut pairs = Vec::new();
+        let mut from = prefix.as_bytes().to_vec();
+        let mut revision = 0;
+        loop {
+            let start = from.clone();
+            let end = end.clone();
+            let response = self
+                .call("list", prefix, |client| {
+                    let mut options = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
+                    if revision > 0 {
+                        options = options.with_revision(revision);
+                    }
+                    let start = start.clone();
+                    async move {
+                        let mut kv = client.kv_client().max_decoding_message_size(MAX_MESSAGE);
+                        kv.get(start, Some(options)).await
+                    }
+                })
+                .await?;
+            if revision == 0 {
+                revision = response.header().map_or(0, |h| h.revision());
+            }
+            for kv in response.kvs() {
+                pairs.push(to_pair(kv)?);
+            }
+            match response.kvs().last() {
+                Some(last) if response.more() => {
+                    // The next page starts just after the last key.
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => return Ok((pairs, revision)),
+            }
+        }
     }
 
     async fn changes(&self, prefix: &str, from: i64) -> Result<ChangeStream, Break> {
         let options = WatchOptions::new().with_prefix().with_start_revision(from);
         let stream = self
             .client()
+            .watch_client()
+            .max_decoding_message_size(MAX_MESSAGE)
             .watch(prefix, Some(options))
             .await
             .map_err(|e| Break::Lost(e.to_string()))?;
         Ok(stream::unfold(Some(stream), next_batch).boxed())
     }
+}
+
+/// Keys per page of a snapshot: ~300 KB at Calico's typical value sizes.
+const PAGE: i64 = 1_000;
+
+/// The largest response read (a page of large values, a watch batch of a big transaction):
+/// gRPC's default of 4 MiB is too small for either, etcd allows 1.5 MiB per value.
+const MAX_MESSAGE: usize = 256 << 20;
+
+/// The first key after every key starting with `prefix` (etcd's range end for a prefix).
+fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // Every byte 0xff (or no prefix): to the end of the keyspace.
+    vec![0]
 }
 
 /// Reads one watch response and turns it into a batch of changes, or the reason the watch
@@ -584,6 +633,13 @@ fn to_event(event: &etcd_client::Event) -> Option<WatchEvent> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prefix_ends_just_after_its_last_byte() {
+        assert_eq!(prefix_end("/calico/"), b"/calico0");
+        assert_eq!(prefix_end("a\u{7f}"), b"a\x80");
+        assert_eq!(prefix_end(""), [0]);
+    }
 
     #[test]
     fn an_election_is_told_apart_from_other_refusals() {

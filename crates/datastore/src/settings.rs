@@ -161,6 +161,11 @@ pub async fn connect_retrying(
     }
 }
 
+/// A number below `n` (0 when `n` is 0) that differs between processes and calls.
+pub(crate) fn random_below(n: usize) -> usize {
+    ((jitter() * n as f64) as usize).min(n.saturating_sub(1))
+}
+
 /// A number in [0, 1) that differs between processes and calls.
 fn jitter() -> f64 {
     use std::hash::{BuildHasher, RandomState};

@@ -94,6 +94,7 @@ both_backends!(
     watch_resyncs_after_the_store_was_lost,
     resume_replays_the_changes_since_a_revision,
     resume_after_compaction_emits_exactly_the_differences,
+    large_listings_and_snapshots_are_whole,
 );
 
 fn key(name: &str) -> String {
@@ -117,6 +118,42 @@ async fn get_put_and_list_by_prefix(h: Harness) {
     let b = store.get(&key("b")).await.unwrap().unwrap();
     assert_eq!((b.value.as_str(), b.mod_revision), ("3", r3));
     assert!(store.list("/nothing/").await.unwrap().is_empty());
+}
+
+/// More keys than one page and more bytes than one gRPC message (4 MiB) hold: the listing and
+/// a watch's snapshot still have every key, in order, at one revision.
+async fn large_listings_and_snapshots_are_whole(h: Harness) {
+    let store = h.store();
+    let small: Vec<TxnOp> = (0..2_100)
+        .map(|n| TxnOp::Put {
+            key: key(&format!("s{n:05}")),
+            value: "1".to_owned(),
+        })
+        .collect();
+    for batch in small.chunks(100) {
+        assert!(store.transaction(&[], batch).await.unwrap());
+    }
+    let big = "x".repeat(200_000);
+    for n in 0..25 {
+        store.put(&key(&format!("b{n:02}")), &big).await.unwrap();
+    }
+    // Beside the prefix: neither in the listing nor in the snapshot.
+    store.put("/calico/v1/policy/profilez", "x").await.unwrap();
+    let listed = store.list(P).await.unwrap();
+    assert_eq!(listed.len(), 2_125);
+    let bytes: usize = listed.iter().map(|p| p.value.len()).sum();
+    assert!(bytes > 4 << 20, "{bytes} bytes: more than one gRPC message");
+    assert!(
+        listed.windows(2).all(|w| w[0].key < w[1].key),
+        "sorted, no repeats"
+    );
+    let mut watch = store.watch(P).await.unwrap();
+    let snapshot = until_in_sync(&mut watch).await;
+    assert_eq!(keys_of(&snapshot), keys_of_pairs(&listed));
+}
+
+fn keys_of_pairs(pairs: &[KvPair]) -> Vec<String> {
+    pairs.iter().map(|p| p.key.clone()).collect()
 }
 
 async fn put_if_absent_writes_once(h: Harness) {
