@@ -18,9 +18,11 @@ use calico_model::key::Key;
 use calico_model::pool::IpPool;
 use ipnet::IpNet;
 
+use crate::batch::{AssignJob, Shared};
 use crate::block::{self, Taken};
 use crate::config::IpamSettings;
 use crate::error::IpamError;
+use crate::hint::Hints;
 use crate::store::{BlockWrite, StoredBlock, Txn, handle_change, handle_write};
 
 /// How often an operation re-reads and retries after losing a race.
@@ -60,11 +62,13 @@ pub struct IpAssignment {
     pub attribute: Option<AllocationAttribute>,
 }
 
-/// IPAM over a datastore.
+/// IPAM over a datastore. Its clones share one lane per host (see `batch`): assignments and
+/// releases that allocators of one host make at once through them are written together.
 #[derive(Clone)]
 pub struct Ipam {
     store: Arc<dyn Datastore>,
     attempts: u32,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for Ipam {
@@ -90,7 +94,13 @@ impl Ipam {
         Ipam {
             store,
             attempts: DEFAULT_ATTEMPTS,
+            shared: Arc::default(),
         }
+    }
+
+    /// What this process last saw of blocks and affinities (what to read, never the answer).
+    pub(crate) fn hints(&self) -> std::sync::MutexGuard<'_, Hints> {
+        self.shared.hints()
     }
 
     pub(crate) fn attempts(&self) -> u32 {
@@ -144,9 +154,30 @@ impl Ipam {
         if wanted == 0 {
             return Ok(Vec::new());
         }
+        let job = AssignJob {
+            host: request.host.clone(),
+            handle: request.handle.clone(),
+            attribute: attribute(&request.handle, &request.attributes),
+            version,
+            wanted,
+            pools: requested.to_vec(),
+        };
+        let (result, new_blocks) = self.assign_in_lane(job).await;
+        claimed.extend(new_blocks);
+        result
+    }
+
+    /// Assigns one family on its own: the step the host's blocks, a new block or borrowing
+    /// allow, one transaction per step (for a batch's jobs that could not be served together).
+    pub(crate) async fn assign_family_direct(
+        &self,
+        request: &AssignJob,
+        claimed: &mut Vec<IpNet>,
+    ) -> Result<Vec<IpAddr>, IpamError> {
+        let (version, wanted) = (request.version, request.wanted);
         let (pools, settings) =
-            tokio::try_join!(self.usable_pools(version, requested), self.settings())?;
-        let attribute = attribute(&request.handle, &request.attributes);
+            tokio::try_join!(self.usable_pools(version, &request.pools), self.settings())?;
+        let attribute = &request.attribute;
         let mut got = Vec::new();
         let mut conflicts = 0;
         while got.len() < wanted {
@@ -160,7 +191,7 @@ impl Ipam {
             let written = match step {
                 Step::Existing(stored) => {
                     let mut block = stored.value.clone();
-                    let ips = block::assign(&mut block, need, &attribute);
+                    let ips = block::assign(&mut block, need, attribute);
                     let write = BlockWrite::update(&block, &stored);
                     self.write_block(write, handle, &block.cidr, to_i64(ips.len()), None)
                         .await?
@@ -169,7 +200,7 @@ impl Ipam {
                 Step::Claim(cidr) => {
                     let strict = settings.strict_affinity;
                     let mut block = block::empty_block(cidr, Some(&request.host), strict);
-                    let ips = block::assign(&mut block, need, &attribute);
+                    let ips = block::assign(&mut block, need, attribute);
                     let affinity = Key::BlockAffinity {
                         hostname: request.host.clone(),
                         cidr,
@@ -184,7 +215,7 @@ impl Ipam {
                     done.then_some(ips)
                 }
                 Step::Exhausted(why) => {
-                    self.release_ips(&got).await?;
+                    self.release_ips_direct(&got).await?;
                     return Err(IpamError::Exhausted {
                         version,
                         handle: request.handle.clone(),
@@ -200,7 +231,7 @@ impl Ipam {
                 None => {
                     conflicts += 1;
                     if conflicts >= self.attempts {
-                        self.release_ips(&got).await?;
+                        self.release_ips_direct(&got).await?;
                         return Err(IpamError::Contention {
                             operation: "auto-assign",
                             attempts: conflicts,
@@ -349,6 +380,41 @@ impl Ipam {
     /// Releases the given addresses; returns those that were assigned, with their handles.
     /// Addresses that were free are ignored.
     pub async fn release_ips(
+        &self,
+        ips: &[IpAddr],
+    ) -> Result<Vec<(IpAddr, Option<String>)>, IpamError> {
+        // Addresses of blocks this process has seen go to the lane of the block's host; the
+        // lane reads the block again, so a stale hint only costs the direct path below.
+        let mut lanes: BTreeMap<IpNet, (String, Vec<IpAddr>)> = BTreeMap::new();
+        let mut rest = Vec::new();
+        {
+            let hints = self.hints();
+            for &ip in ips {
+                match hints.block_of(ip).and_then(|b| Some((b.cidr, b.host()?))) {
+                    Some((cidr, host)) => {
+                        let lane = lanes
+                            .entry(cidr)
+                            .or_insert_with(|| (host.to_owned(), vec![]));
+                        lane.1.push(ip);
+                    }
+                    None => rest.push(ip),
+                }
+            }
+        }
+        let answers =
+            futures::future::join_all((lanes.into_iter()).map(|(cidr, (host, ips))| async move {
+                self.release_in_lane(&host, cidr, ips).await
+            }));
+        let mut freed = Vec::new();
+        for answer in answers.await {
+            freed.extend(answer?);
+        }
+        freed.extend(self.release_ips_direct(&rest).await?);
+        Ok(freed)
+    }
+
+    /// Releases addresses without a lane: each block read, changed and written on its own.
+    pub(crate) async fn release_ips_direct(
         &self,
         ips: &[IpAddr],
     ) -> Result<Vec<(IpAddr, Option<String>)>, IpamError> {

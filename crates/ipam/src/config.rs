@@ -9,6 +9,7 @@
 //! it is released) when it is turned off. `auto_allocate_blocks` only decides whether the next
 //! auto-assignment may claim a block, so it never disagrees with a block.
 
+use calico_datastore::Expect;
 use calico_model::error::ValidationError;
 use calico_model::ipam::IpamConfig;
 use calico_model::{Key, from_json};
@@ -74,14 +75,26 @@ impl Ipam {
     /// The cluster's IPAM settings (defaults when unset); an invalid config is an error naming
     /// the key and field.
     pub async fn settings(&self) -> Result<IpamSettings, IpamError> {
+        Ok(self.stored_settings().await?.0)
+    }
+
+    /// The settings and what their key was when read (absent, or its revision), remembered
+    /// as a hint; an invalid config is forgotten.
+    pub(crate) async fn stored_settings(&self) -> Result<(IpamSettings, Expect), IpamError> {
         let key = Key::IpamConfig.to_string();
-        let Some(pair) = self.store().get(&key).await? else {
-            return Ok(IpamSettings::default());
+        let read = self.store().get(&key).await?;
+        let parsed = match &read {
+            None => Ok((IpamSettings::default(), Expect::Absent)),
+            Some(pair) => IpamSettings::parse(&pair.value)
+                .map(|settings| (settings, Expect::ModRevision(pair.mod_revision)))
+                .map_err(|e| IpamError::Corrupt {
+                    key,
+                    reason: format!("{e}"),
+                }),
         };
-        IpamSettings::parse(&pair.value).map_err(|e| IpamError::Corrupt {
-            key,
-            reason: format!("{e}"),
-        })
+        self.hints()
+            .config(parsed.as_ref().ok().map(|(_, expect)| *expect));
+        parsed
     }
 
     /// Writes the settings in Calico 1.4's JSON. Callers [`IpamSettings::check`] them first;

@@ -6,6 +6,8 @@
 //! | `dialect` | a block's JSON as Calico 1.4 (libcalico 0.15) and we write it, read and written back faithfully |
 //! | `config` | [`IpamSettings`]: `strict_affinity` and `auto_allocate_blocks` at `/calico/ipam/v2/config` |
 //! | `allocator` | [`Ipam`]: auto-assign, assign one address, release by address or handle |
+//! | `batch` | per-host lanes: concurrent assignments and releases of one host in one transaction |
+//! | `hint` | what the process last saw of blocks and affinities: what to read, never the answer |
 //! | `affinity` | claiming and releasing a host's affinity to blocks |
 //! | `store` | the IPAM keys: reads with revisions, block-and-handle transactions |
 //! | `check` | the consistency audit behind `calicoctl ipam check` and its repairs |
@@ -18,11 +20,13 @@
 
 pub mod affinity;
 pub mod allocator;
+mod batch;
 pub mod block;
 pub mod check;
 pub mod config;
 pub mod dialect;
 pub mod error;
+mod hint;
 mod store;
 
 pub use affinity::AffinityOutcome;

@@ -24,6 +24,14 @@ pub(crate) struct Stored<T> {
     pub(crate) revision: i64,
 }
 
+/// A stored pool, its key and the revision it was read at.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredPool {
+    pub(crate) value: IpPool,
+    pub(crate) key: String,
+    pub(crate) revision: i64,
+}
+
 /// A stored block, the revision it was read at and the dialect it is written in.
 #[derive(Debug, Clone)]
 pub(crate) struct StoredBlock {
@@ -59,6 +67,15 @@ impl Blocks {
 impl Ipam {
     /// The pools of one version, as stored (invalid ones are skipped with a warning).
     pub async fn pools(&self, version: IpVersion) -> Result<Vec<IpPool>, IpamError> {
+        let pools = self.stored_pools(version).await?;
+        Ok(pools.into_iter().map(|p| p.value).collect())
+    }
+
+    /// The pools of one version with their keys and revisions (remembered as a hint).
+    pub(crate) async fn stored_pools(
+        &self,
+        version: IpVersion,
+    ) -> Result<Vec<StoredPool>, IpamError> {
         let family = match version {
             IpVersion::V4 => "v4",
             IpVersion::V6 => "v6",
@@ -67,10 +84,15 @@ impl Ipam {
         let mut pools = Vec::new();
         for pair in self.store().list(&prefix).await? {
             match from_json::<IpPool>(&pair.value) {
-                Ok(pool) => pools.push(pool),
+                Ok(value) => pools.push(StoredPool {
+                    value,
+                    key: pair.key,
+                    revision: pair.mod_revision,
+                }),
                 Err(e) => tracing::warn!(key = %pair.key, "ignoring an invalid pool: {e}"),
             }
         }
+        self.hints().pools(version, &pools);
         Ok(pools)
     }
 
@@ -128,13 +150,15 @@ impl Ipam {
     ) -> Result<Vec<IpNet>, IpamError> {
         let prefix = format!("{IPAM_V2}/host/{host}/{}/block/", ip_family(version));
         let pairs = self.store().list(&prefix).await?;
-        Ok(pairs
+        let cidrs: Vec<IpNet> = pairs
             .iter()
             .filter_map(|pair| match Key::parse(&pair.key) {
                 Ok(Key::BlockAffinity { hostname, cidr }) if hostname == host => Some(cidr),
                 _ => None,
             })
-            .collect())
+            .collect();
+        self.hints().affine(host, version, &cidrs);
+        Ok(cidrs)
     }
 
     /// Every block of one version; blocks whose value does not read are set apart.
@@ -190,12 +214,12 @@ impl Ipam {
         let Some(pair) = self.store().get(&key).await? else {
             return Ok(None);
         };
-        parse_block(&pair)
-            .map(Some)
-            .map_err(|e| IpamError::Corrupt {
-                key,
-                reason: invalid_reason(&e),
-            })
+        let stored = parse_block(&pair).map_err(|e| IpamError::Corrupt {
+            key,
+            reason: invalid_reason(&e),
+        })?;
+        self.hints().block_read(&stored.value, stored.revision);
+        Ok(Some(stored))
     }
 
     pub(crate) async fn read_handle(
@@ -205,7 +229,9 @@ impl Ipam {
         let key = Key::Handle {
             handle: handle.to_owned(),
         };
-        self.read(&key).await
+        let read = self.read(&key).await?;
+        self.hints().record(handle, read.clone());
+        Ok(read)
     }
 
     async fn read<T>(&self, key: &Key) -> Result<Option<Stored<T>>, IpamError>
@@ -341,10 +367,20 @@ impl BlockWrite {
 /// Adds the change of a handle record (as read) to `txn`: its count in `cidr` moved by `delta`.
 pub(crate) fn handle_change(
     txn: &mut Txn,
-    (handle, stored): (&str, Option<Stored<AllocationHandle>>),
+    handle: (&str, Option<Stored<AllocationHandle>>),
     cidr: &IpNet,
     delta: i64,
 ) {
+    handle_changes(txn, handle, &BTreeMap::from([(*cidr, delta)]));
+}
+
+/// Adds the change of a handle record (as read) to `txn`: its count in each block moved by the
+/// block's delta. Returns the record written (none: deleted).
+pub(crate) fn handle_changes(
+    txn: &mut Txn,
+    (handle, stored): (&str, Option<Stored<AllocationHandle>>),
+    deltas: &BTreeMap<IpNet, i64>,
+) -> Option<AllocationHandle> {
     let revision = stored.as_ref().map(|s| s.revision);
     let mut record = stored.map_or_else(
         || AllocationHandle {
@@ -353,12 +389,15 @@ pub(crate) fn handle_change(
         },
         |s| s.value,
     );
-    let count = record.block.entry(*cidr).or_default();
-    *count = count.saturating_add_signed(delta);
-    if *count == 0 {
-        record.block.remove(cidr);
+    for (cidr, delta) in deltas {
+        let count = record.block.entry(*cidr).or_default();
+        *count = count.saturating_add_signed(*delta);
+        if *count == 0 {
+            record.block.remove(cidr);
+        }
     }
     handle_write(txn, handle, revision, &record);
+    (!record.block.is_empty()).then_some(record)
 }
 
 /// Writes (or, when it counts nothing, deletes) a handle record read at `revision`.
