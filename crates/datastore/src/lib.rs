@@ -7,6 +7,7 @@
 
 mod error;
 mod etcd;
+pub mod fanout;
 mod memory;
 mod settings;
 mod watch;
@@ -15,6 +16,7 @@ use async_trait::async_trait;
 
 pub use error::DatastoreError;
 pub use etcd::{EtcdConfig, EtcdDatastore};
+pub use fanout::FanoutClient;
 pub use memory::MemoryDatastore;
 pub use settings::{Backoff, DEFAULT_ENDPOINTS, EtcdArgs, connect_retrying, split_endpoints};
 pub use watch::{Watch, WatchEvent};

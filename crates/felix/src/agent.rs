@@ -30,7 +30,9 @@ use anyhow::Context;
 use calico_calc::{Calculator, EndpointKey};
 use calico_dataplane::KernelSnapshot;
 use calico_dataplane::{Dataplane, Ipip, Routing, Vxlan, Written};
-use calico_datastore::{Datastore, DatastoreError, EtcdConfig, EtcdDatastore, WatchEvent};
+use calico_datastore::{
+    Datastore, DatastoreError, EtcdConfig, EtcdDatastore, FanoutClient, WatchEvent,
+};
 use calico_linux::{CommandError, LinkEvent, LinkEvents, Netlink, Netns};
 use calico_model::Key;
 use tokio::net::TcpListener;
@@ -188,9 +190,19 @@ pub async fn run(
         seen_revision: 0,
     };
     let mut config = config;
-    let mut watch = store.watch("/calico/v1/").await?;
+    // The watches come from etcd, or from a calico-fanout that holds etcd's watch for many
+    // hosts; writes (statuses) always go to etcd.
+    let fanout = config.fanout_addr.as_deref().map(FanoutClient::new);
+    if let Some(address) = &config.fanout_addr {
+        tracing::info!(%address, "reading the datastore through calico-fanout");
+    }
+    let watch_of = async |prefix: &str| match &fanout {
+        Some(fanout) => Ok::<_, DatastoreError>(fanout.watch(prefix)),
+        None => store.watch(prefix).await,
+    };
+    let mut watch = watch_of("/calico/v1/").await?;
     // The hosts' registered addresses: where IPIP sends to.
-    let mut hosts = store.watch("/calico/bgp/v1/host/").await?;
+    let mut hosts = watch_of("/calico/bgp/v1/host/").await?;
     let mut refresh = ticker(config.iptables_refresh);
     let mut route_refresh = ticker(config.route_refresh);
     let mut report = ticker(config.reporting_interval);

@@ -124,6 +124,7 @@ const PARAMS: &[Param] = &[
     param("HealthPort", "9099"),
     param("PrometheusMetricsEnabled", "false"),
     param("PrometheusMetricsPort", "9091"),
+    param("FanoutAddr", ""),
 ];
 
 /// What Felix needs before it can read etcd.
@@ -164,6 +165,8 @@ pub struct Config {
     pub health_port: u16,
     pub metrics_enabled: bool,
     pub metrics_port: u16,
+    /// `host:port` of a `calico-fanout` to read the watches from, instead of etcd.
+    pub fanout_addr: Option<String>,
     /// Each parameter's final value and where it came from, for the start-up log.
     pub report: Vec<(&'static str, String, Source)>,
     /// Invalid values found in etcd and treated as missing, one warning line each.
@@ -410,6 +413,7 @@ impl Config {
             health_port: t.parse("HealthPort", port)?,
             metrics_enabled: t.parse("PrometheusMetricsEnabled", boolean)?,
             metrics_port: t.parse("PrometheusMetricsPort", port)?,
+            fanout_addr: t.parse("FanoutAddr", fanout_addr)?,
             report: Vec::new(),
             warnings: Vec::new(),
         };
@@ -477,6 +481,7 @@ impl Config {
                 "PrometheusMetricsPort",
                 self.metrics_port != new.metrics_port,
             ),
+            ("FanoutAddr", self.fanout_addr != new.fanout_addr),
         ];
         differs
             .into_iter()
@@ -621,6 +626,19 @@ fn seconds(v: &str) -> Result<Duration, String> {
     }
 }
 
+/// Empty (read etcd) or `host:port` of a calico-fanout.
+fn fanout_addr(v: &str) -> Result<Option<String>, String> {
+    if v.is_empty() || v.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    match v.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => {
+            Ok(Some(v.to_owned()))
+        }
+        _ => Err("expected host:port of a calico-fanout (or empty to read etcd)".to_owned()),
+    }
+}
+
 fn mark_mask(v: &str) -> Result<MarkBits, String> {
     let mask = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
         Some(hex) => u32::from_str_radix(hex, 16),
@@ -740,5 +758,18 @@ mod tests {
         let err = with_env(&[("ETCD_ENDPOINTS", "shared:2379")]).unwrap_err();
         assert_eq!(err.param, "EtcdEndpoints", "{err}");
         assert!(err.to_string().contains("ETCD_ENDPOINTS"), "{err}");
+    }
+
+    #[test]
+    fn fanout_addr_is_host_and_port_or_nothing() {
+        assert_eq!(with_env(&[]).unwrap().fanout_addr, None);
+        let config = with_env(&[("FELIX_FANOUTADDR", "fanout.example:5473")]).unwrap();
+        assert_eq!(config.fanout_addr.as_deref(), Some("fanout.example:5473"));
+        for bad in ["fanout.example", ":5473", "h:0", "h:port"] {
+            let err = with_env(&[("FELIX_FANOUTADDR", bad)]).unwrap_err();
+            assert_eq!(err.param, "FanoutAddr", "{err}");
+        }
+        let old = with_env(&[]).unwrap();
+        assert_eq!(old.restart_needed(&config), ["FanoutAddr"]);
     }
 }
