@@ -12,6 +12,16 @@
 //!         broken, resumed, InSync again ──► "restart" figures
 //! ```
 //!
+//! With `--fanout ADDR` the agents watch through a `calico-fanout` instead (etcd then has one
+//! watcher per prefix):
+//!
+//! ```sh
+//! nsenter --net=/run/netns/fan.host1 target/release/calico-fanout --listen 127.0.0.1:5473 \
+//!     --etcd-endpoints http://10.99.0.2:2379,http://10.99.0.3:2379,http://10.99.0.4:2379 &
+//! nsenter --net=/run/netns/fan.host1 target/release/examples/fanout_bench --etcd-endpoints ... \
+//!     --fanout 127.0.0.1:5473 --agents 100,500,1000 --restart-command '...'
+//! ```
+//!
 //! Every agent's own work is real (the datastore's watch with its resync bookkeeping); only
 //! `--calculators` of them also run the calculation, because one agent's calculation holds the
 //! whole cluster (~60 MB and ~0.3 s of CPU at this size): a thousand would need 60 GB and five
@@ -36,7 +46,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use calico_calc::Calculator;
-use calico_datastore::{Datastore, EtcdArgs, EtcdDatastore, WatchEvent};
+use calico_datastore::{Datastore, EtcdArgs, EtcdDatastore, FanoutClient, WatchEvent};
 use calico_testkit::Tails;
 use clap::Parser;
 use futures::stream::{self, StreamExt};
@@ -74,6 +84,9 @@ struct Args {
     /// A shell command that restarts the datastore, run once per N while the agents watch
     #[arg(long)]
     restart_command: Option<String>,
+    /// Agents watch through the calico-fanout at this address (`host:port`) instead of etcd
+    #[arg(long)]
+    fanout: Option<String>,
 }
 
 /// What an agent tells the bench.
@@ -117,11 +130,14 @@ async fn run(args: &Args, admin: &EtcdDatastore, agents: usize) -> anyhow::Resul
     let started = Instant::now();
     let mut tasks = Vec::new();
     for agent in 0..agents {
-        let config = args.etcd.config();
+        let source = match &args.fanout {
+            Some(address) => Source::Fanout(FanoutClient::new(address)),
+            None => Source::Etcd(args.etcd.config()),
+        };
         let tx = tx.clone();
         let calculate = agent < args.calculators;
         tasks.push(tokio::spawn(async move {
-            if let Err(error) = watch(agent, config, calculate, &tx).await {
+            if let Err(error) = watch(agent, source, calculate, &tx).await {
                 let _ = tx.send(Note::Failed { agent, error });
             }
         }));
@@ -246,19 +262,30 @@ async fn run(args: &Args, admin: &EtcdDatastore, agents: usize) -> anyhow::Resul
 }
 
 /// One agent: its own connection and watch; the edit's arrival noted; a calculator optionally.
+/// Where an agent's watch comes from.
+enum Source {
+    Etcd(calico_datastore::EtcdConfig),
+    Fanout(FanoutClient),
+}
+
 async fn watch(
     agent: usize,
-    config: calico_datastore::EtcdConfig,
+    source: Source,
     calculate: bool,
     tx: &mpsc::UnboundedSender<Note>,
 ) -> Result<(), String> {
-    let store = EtcdDatastore::connect(config)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut watch = store
-        .watch("/calico/v1/")
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut watch = match source {
+        Source::Etcd(config) => {
+            let store = EtcdDatastore::connect(config)
+                .await
+                .map_err(|e| e.to_string())?;
+            store
+                .watch("/calico/v1/")
+                .await
+                .map_err(|e| e.to_string())?
+        }
+        Source::Fanout(client) => client.watch("/calico/v1/"),
+    };
     let host = format!("host-{}", agent % HOSTS);
     let mut calc = calculate.then(|| Calculator::new(host));
     while let Some(event) = watch.next().await {
@@ -436,10 +463,14 @@ fn member_name(pid: u32) -> String {
             args.iter()
                 .find_map(|a| a.strip_prefix("--name=").map(str::to_owned))
         })
-        .unwrap_or_else(|| format!("etcd pid {pid}"))
+        .unwrap_or_else(|| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            format!("{} {pid}", comm.trim())
+        })
 }
 
-/// The `etcd` processes serving the bench's endpoints (their command line names the address).
+/// The `etcd` processes serving the bench's endpoints (their command line names the address),
+/// and any `calico-fanout`.
 fn etcd_pids(endpoints: &[String]) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -451,12 +482,14 @@ fn etcd_pids(endpoints: &[String]) -> Vec<u32> {
     dir.flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "etcd")
-        })
-        .filter(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let cmdline = String::from_utf8_lossy(&cmdline);
-            addresses.iter().any(|address| cmdline.contains(address))
+            match comm.trim() {
+                "etcd" => addresses.iter().any(|address| cmdline.contains(address)),
+                "calico-fanout" => true,
+                _ => false,
+            }
         })
         .collect()
 }
