@@ -28,8 +28,9 @@
 //! minutes of this machine's two cores, where real hosts each bring their own. Their time is
 //! reported beside the distribution's, and an agent is in sync once both are done.
 //!
-//! etcd's CPU and memory come from /proc for every local process named `etcd`; bytes per agent
-//! per update from this process's socket reads (`rchar`) during the edits. N agents need N + 100
+//! CPU and memory of the etcd members serving the endpoints given (and of any `calico-fanout`)
+//! come from /proc; bytes per agent per update from the receive counters of the namespace's
+//! interfaces during the edits (run the bench in a namespace of its own, as below). N agents need N + 100
 //! open files (this machine allows 20,000; raise `ulimit -n` for the lab and the bench if yours
 //! allows fewer):
 //!
@@ -388,15 +389,15 @@ async fn populate(store: &EtcdDatastore) -> anyhow::Result<usize> {
     Ok(count)
 }
 
-/// Bytes received so far on this network namespace's interfaces other than `lo` (the agents'
-/// traffic from etcd, TCP/IP headers included): run the bench in a namespace of its own.
+/// Bytes received so far on this network namespace's interfaces, `lo` included (a
+/// calico-fanout in the same namespace serves the agents over it): the agents' traffic from
+/// etcd or the fan-out, TCP/IP headers included. Run the bench in a namespace of its own.
 fn received_bytes() -> u64 {
     let dev = std::fs::read_to_string("/proc/self/net/dev").unwrap_or_default();
     dev.lines()
         .skip(2)
         .filter_map(|line| {
-            let (name, counters) = line.split_once(':')?;
-            (name.trim() != "lo").then_some(())?;
+            let (_, counters) = line.split_once(':')?;
             counters.split_whitespace().next()?.parse::<u64>().ok()
         })
         .sum()
