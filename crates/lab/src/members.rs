@@ -134,7 +134,9 @@ pub fn restart(lab: &mut Lab, name: &str) -> anyhow::Result<i32> {
 
 /// One member's view, from `etcdctl endpoint status`: its id and the leader it knows of.
 fn status(member: &EtcdMember) -> anyhow::Result<(u64, u64)> {
-    let endpoints = format!("--endpoints={}", member.client);
+    // Asked inside the member's own namespace at its fabric address: this works from any
+    // namespace the caller runs in (the relay's loopback address only from the root one).
+    let endpoints = format!("--endpoints={}", member.url());
     let args = [
         "endpoint",
         "status",
@@ -143,7 +145,7 @@ fn status(member: &EtcdMember) -> anyhow::Result<(u64, u64)> {
         &endpoints,
         "--command-timeout=1s",
     ];
-    let out = sh::run("etcdctl", &args)?;
+    let out = sh::in_ns(&member.netns, "etcdctl", &args)?;
     let parsed: serde_json::Value = serde_json::from_str(&out)?;
     let status = &parsed[0]["Status"];
     let id = status["header"]["member_id"].as_u64();
