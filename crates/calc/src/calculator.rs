@@ -3,32 +3,77 @@
 //!
 //! | update | work |
 //! | --- | --- |
-//! | an endpoint | its membership of each active IP set; for a local endpoint, the policy selectors |
-//! | a profile's labels or tags | as above, for each endpoint using the profile |
+//! | an endpoint | the IP sets and (if local) policies whose selectors its labels leave open |
+//! | a profile's labels or tags | as above, for each endpoint using the profile (no cluster lookup) |
 //! | a policy | its selector against each local endpoint |
 //! | a tier's order | the programs of local endpoints with policies in the tier |
-//! | a rule list | the IP sets it starts or stops using (a new set is filled once, from all endpoints) |
+//! | a rule list | the IP sets it starts or stops using (a new set is filled once, from the endpoints with a label it needs; `!=` and `all()` sets hold nearly all, so from all) |
+//!
+//! | part | file |
+//! | --- | --- |
+//! | numbers for endpoints, sets and policies; their id sets; the hasher | `ids.rs` |
+//! | what an index can look a selector up by (`==`, `in`, `has`, `\|\|`, `!=`, `all()`) | `plan.rs` |
+//! | selectors by those labels: which match an endpoint, evaluating only the open ones | `selectors.rs` |
+//! | endpoints by number and by label | `endpoints.rs` |
+//! | profile users and the labels and tags a list of profiles gives | `profiles.rs` |
+//! | policies by selector | `policies.rs` |
+//! | active IP sets, members and address counts | `ipsets.rs` |
 //!
 //! At every point the state equals [`desired_state`](crate::desired::desired_state) of the same
 //! cluster (property-tested).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use calico_model::Key;
 use calico_model::policy::Policy;
 
-use crate::cluster::{Applied, Cluster, Endpoint, EndpointKey};
+use crate::cluster::{Applied, Cluster, EndpointKey};
 use crate::desired::applies;
 use crate::desired::{
     DesiredState, EndpointProgram, IpSetSource, PolicyId, Rules, TierProgram, interfaces_holding,
     pool_sets,
 };
-use crate::labels::LabelSet;
+use crate::labels::Effective;
 
+mod endpoints;
+pub(crate) mod ids;
 mod ipsets;
+mod plan;
+mod policies;
+mod profiles;
+mod selectors;
+
+use endpoints::{Endpoints, expand};
 use ipsets::{IpSetIndex, Out, rule_sources};
+use policies::Policies;
+use profiles::ProfileUsers;
+
+/// What the calculator reads of an endpoint just stored (copied out of the cluster so that the
+/// calculator can update its own indexes meanwhile).
+struct Stored {
+    /// Its number, if it had one.
+    id: Option<u32>,
+    labels: crate::labels::LabelSet,
+    addresses: Vec<IpAddr>,
+    /// Its profiles, if they are not those recorded.
+    profile_ids: Option<Vec<String>>,
+}
+
+impl Stored {
+    fn of(endpoint: &crate::cluster::Endpoint, key: &EndpointKey, known: &Endpoints) -> Stored {
+        let id = known.id(key);
+        let listed = id.map(|id| known[id].profiles.iter().map(|p| &**p));
+        let same = listed.is_some_and(|l| l.eq(endpoint.profile_ids.iter().map(String::as_str)));
+        Stored {
+            id,
+            labels: endpoint.labels.clone(),
+            addresses: endpoint.addresses.clone(),
+            profile_ids: (!same).then(|| endpoint.profile_ids.clone()),
+        }
+    }
+}
 
 /// What changed since the last [`Calculator::take_changes`]: look each up in the state (present:
 /// program it; absent: remove it).
@@ -52,20 +97,17 @@ impl Changes {
     }
 }
 
-/// One shared copy of an endpoint's key for every index that holds it.
-type Shared = Arc<EndpointKey>;
-
 /// The calculation for one host.
 #[derive(Debug)]
 pub struct Calculator {
     hostname: String,
     cluster: Cluster,
-    /// Effective labels of every endpoint.
-    labels: HashMap<Shared, LabelSet>,
-    /// The shared key of every endpoint the indexes hold.
-    interned: HashSet<Shared>,
-    /// Profile id → the endpoints listing it.
-    profile_users: HashMap<String, BTreeSet<Shared>>,
+    /// Every endpoint by number, with its effective labels; and by label.
+    endpoints: Endpoints,
+    /// The endpoints listing each profile, and the labels they inherit.
+    users: ProfileUsers,
+    /// Every policy, by selector.
+    policies: Policies,
     /// Local endpoint → the policies whose selector matches it.
     local_matches: BTreeMap<EndpointKey, BTreeSet<PolicyId>>,
     /// How many local endpoints use each policy / profile.
@@ -73,8 +115,6 @@ pub struct Calculator {
     profile_refs: HashMap<String, usize>,
     /// The active IP sets, their indexes and members.
     ipsets: IpSetIndex,
-    /// Endpoints by label: name → value → endpoints.
-    endpoints_by_label: HashMap<Arc<str>, HashMap<Arc<str>, BTreeSet<Shared>>>,
     /// The host's interfaces and their addresses, as last given to
     /// [`Calculator::set_interface_addresses`]: how host endpoints given only by their expected
     /// addresses find their interface.
@@ -88,14 +128,13 @@ impl Calculator {
         Calculator {
             hostname: hostname.into(),
             cluster: Cluster::default(),
-            labels: HashMap::new(),
-            interned: HashSet::new(),
-            profile_users: HashMap::new(),
+            endpoints: Endpoints::default(),
+            users: ProfileUsers::default(),
+            policies: Policies::default(),
             local_matches: BTreeMap::new(),
             policy_refs: HashMap::new(),
             profile_refs: HashMap::new(),
             ipsets: IpSetIndex::default(),
-            endpoints_by_label: HashMap::new(),
             interface_addresses: BTreeMap::new(),
             state: DesiredState::default(),
             changes: Changes::default(),
@@ -170,19 +209,21 @@ impl Calculator {
             Key::HostEndpoint(id) => Some(EndpointKey::Host(id.clone())),
             _ => None,
         };
-        let old_profiles = endpoint
-            .as_ref()
-            .and_then(|k| self.cluster.endpoints.get(k))
-            .map(|e| e.profile_ids.clone());
+        if let Some(endpoint) = endpoint {
+            let (applied, stored) = self.cluster.apply_stored(parsed, value);
+            let stored = stored.map(|e| Stored::of(e, &endpoint, &self.endpoints));
+            match (&applied, stored) {
+                (Applied::Ignored, _) => {}
+                (_, Some(stored)) => self.refresh_endpoint(&endpoint, stored),
+                (_, None) => self.endpoint_removed(&endpoint),
+            }
+            return applied;
+        }
         let applied = self.cluster.apply_parsed(&parsed, value);
         if applied == Applied::Ignored {
             return applied;
         }
         match parsed {
-            Key::WorkloadEndpoint(_) | Key::HostEndpoint(_) => {
-                let endpoint = endpoint.expect("an endpoint key");
-                self.endpoint_changed(&endpoint, old_profiles.unwrap_or_default());
-            }
             Key::ProfileRules { profile } => self.profile_rules_changed(&profile),
             Key::ProfileTags { profile } | Key::ProfileLabels { profile } => {
                 self.profile_members_changed(&profile);
@@ -210,81 +251,36 @@ impl Calculator {
 
     // ---- endpoints ----
 
-    fn endpoint_changed(&mut self, key: &EndpointKey, old_profiles: Vec<String>) {
-        // Out of every set first: profile changes below may create sets this endpoint joins
-        // with its new addresses, and the memberships must record one set of addresses.
-        self.leave_ipsets(key);
-        let new_profiles = self
-            .cluster
-            .endpoints
-            .get(key)
-            .map(|e| e.profile_ids.clone())
-            .unwrap_or_default();
-        for id in distinct(&old_profiles) {
-            if let Some(users) = self.profile_users.get_mut(id) {
-                users.remove(key);
-                if users.is_empty() {
-                    self.profile_users.remove(id);
-                }
-            }
-        }
-        for id in distinct(&new_profiles) {
-            let shared = self.shared(key);
-            self.profile_users
-                .entry(id.clone())
-                .or_default()
-                .insert(shared);
-        }
-        if self.is_local(key) {
-            for id in distinct(&old_profiles) {
-                self.profile_unref(id);
-            }
-            for id in distinct(&new_profiles) {
-                self.profile_ref(id);
-            }
-        }
-        self.refresh_endpoint(key);
-    }
-
-    /// Recomputes an endpoint's labels, IP set memberships and (if local) program.
-    fn refresh_endpoint(&mut self, key: &EndpointKey) {
-        self.leave_ipsets(key);
-        if let Some(old) = self.labels.remove(key) {
-            self.unindex_endpoint(key, &old);
-        }
-        let Some(endpoint) = self.cluster.endpoints.get(key) else {
-            if self.local_matches.contains_key(key) {
-                self.set_matches(key, BTreeSet::new());
-                self.local_matches.remove(key);
-            }
-            if self.state.endpoints.remove(key).is_some() {
-                self.changes.endpoints.insert(key.clone());
-            }
-            self.interned.remove(key);
-            return;
+    /// Recomputes an endpoint's labels, profiles, IP set memberships and (if local) program
+    /// from the endpoint as just stored (not looked up again). The profile references and so
+    /// the sets that start or stop being used come last: a set that becomes active is filled
+    /// from the endpoints as they now are, this one included.
+    fn refresh_endpoint(&mut self, key: &EndpointKey, endpoint: Stored) {
+        let local = key.hostname() == self.hostname;
+        let id = match endpoint.id {
+            Some(id) => id,
+            None => self.endpoints.insert(key, local),
         };
-        let labels = self.cluster.effective_labels(endpoint);
-        let tags = endpoint.profile_ids.iter().flat_map(|profile| {
-            let tags = self
-                .cluster
-                .profiles
-                .get(profile)
-                .map(|p| p.tags.as_slice());
-            tags.unwrap_or_default()
-        });
-        let joined: Vec<String> = self
-            .ipsets
-            .candidates(&labels, tags)
-            .into_iter()
-            .filter(|id| self.selects(self.ipsets.source(id), endpoint, &labels))
-            .collect();
-        let addresses = endpoint.addresses.clone();
-        for id in joined {
-            self.join_ipset(&id, key, &addresses);
+        let swapped = endpoint
+            .profile_ids
+            .map(|profiles| self.users.set(&mut self.endpoints, id, &profiles));
+        let inherited = self
+            .users
+            .inherited(&self.endpoints[id].profiles, &self.cluster);
+        let labels = Effective {
+            own: endpoint.labels,
+            inherited: inherited.labels,
+        };
+        let wanted = self.ipsets.wanted(&labels, inherited.tags.iter());
+        let out = Out {
+            sets: &mut self.state.ipsets,
+            changed: &mut self.changes.ipsets,
+        };
+        self.ipsets.update(id, &wanted, &endpoint.addresses, out);
+        self.endpoints.set_labels(id, labels);
+        if let Some((old, new)) = swapped {
+            self.swap_profile_refs(key, &old, &new);
         }
-        self.index_endpoint(key, &labels);
-        let shared = self.shared(key);
-        self.labels.insert(shared, labels);
         if self.is_local(key) {
             let matches = self.matching_policies(key);
             self.set_matches(key, matches);
@@ -292,61 +288,45 @@ impl Calculator {
         }
     }
 
-    fn index_endpoint(&mut self, key: &EndpointKey, labels: &LabelSet) {
-        let shared = self.shared(key);
-        for (name, value) in labels.iter() {
-            self.endpoints_by_label
-                .entry(name.clone())
-                .or_default()
-                .entry(value.clone())
-                .or_default()
-                .insert(shared.clone());
+    /// A local endpoint listing `new` profiles instead of `old`: new references first, so a
+    /// profile both list keeps its rules and sets throughout.
+    fn swap_profile_refs(&mut self, key: &EndpointKey, old: &[Arc<str>], new: &[Arc<str>]) {
+        if !self.is_local(key) {
+            return;
+        }
+        for profile in distinct(new) {
+            self.profile_ref(profile);
+        }
+        for profile in distinct(old) {
+            self.profile_unref(profile);
         }
     }
 
-    /// The shared copy of a key, made on first use.
-    fn shared(&mut self, key: &EndpointKey) -> Shared {
-        if let Some(shared) = self.interned.get(key) {
-            return shared.clone();
-        }
-        let shared = Arc::new(key.clone());
-        self.interned.insert(shared.clone());
-        shared
-    }
-
-    fn unindex_endpoint(&mut self, key: &EndpointKey, labels: &LabelSet) {
-        for (name, value) in labels.iter() {
-            let Some(by_value) = self.endpoints_by_label.get_mut(name.as_ref()) else {
-                continue;
+    fn endpoint_removed(&mut self, key: &EndpointKey) {
+        if let Some(id) = self.endpoints.id(key) {
+            let (old, new) = self.users.set(&mut self.endpoints, id, &[]);
+            self.swap_profile_refs(key, &old, &new);
+            self.endpoints.remove(key);
+            let out = Out {
+                sets: &mut self.state.ipsets,
+                changed: &mut self.changes.ipsets,
             };
-            if let Some(keys) = by_value.get_mut(value.as_ref()) {
-                keys.remove(key);
-                if keys.is_empty() {
-                    by_value.remove(value.as_ref());
-                }
-            }
-            if by_value.is_empty() {
-                self.endpoints_by_label.remove(name.as_ref());
-            }
+            self.ipsets.leave_all(id, out);
+        }
+        if self.local_matches.contains_key(key) {
+            self.set_matches(key, BTreeSet::new());
+            self.local_matches.remove(key);
+        }
+        if self.state.endpoints.remove(key).is_some() {
+            self.changes.endpoints.insert(key.clone());
         }
     }
 
     /// Every policy whose selector matches a local endpoint.
     fn matching_policies(&self, key: &EndpointKey) -> BTreeSet<PolicyId> {
-        let labels = &self.labels[key];
+        let labels = self.endpoints.labels(key).expect("a numbered endpoint");
         let host = matches!(key, EndpointKey::Host(_));
-        let mut matches = BTreeSet::new();
-        for (tier, t) in &self.cluster.tiers {
-            for (name, policy) in &t.policies {
-                if applies(policy, host, labels) {
-                    matches.insert(PolicyId {
-                        tier: tier.clone(),
-                        name: name.clone(),
-                    });
-                }
-            }
-        }
-        matches
+        self.policies.matching(labels, host)
     }
 
     /// Replaces a local endpoint's matching policies, keeping the policy references right.
@@ -430,24 +410,48 @@ impl Calculator {
     }
 
     fn profile_members_changed(&mut self, profile: &str) {
-        let users: Vec<Shared> = self
-            .profile_users
-            .get(profile)
-            .map(|u| u.iter().cloned().collect())
-            .unwrap_or_default();
-        for key in users {
-            self.refresh_endpoint(&key);
+        self.users.profile_changed(profile);
+        let users: Vec<u32> = self.users.of(profile).collect();
+        for id in users {
+            self.refresh_inherited(id);
         }
     }
 
+    /// [`Calculator::refresh_endpoint`] for an endpoint whose profiles' labels or tags changed
+    /// and nothing else: what the endpoint itself gave is as recorded, so the cluster is not
+    /// looked up (a profile of 1,000 endpoints was 1,000 lookups of cold keys).
+    fn refresh_inherited(&mut self, id: u32) {
+        let slot = &self.endpoints[id];
+        let inherited = self.users.inherited(&slot.profiles, &self.cluster);
+        let labels = Effective {
+            own: slot.labels.own.clone(),
+            inherited: inherited.labels,
+        };
+        let wanted = self.ipsets.wanted(&labels, inherited.tags.iter());
+        let out = Out {
+            sets: &mut self.state.ipsets,
+            changed: &mut self.changes.ipsets,
+        };
+        self.ipsets.update_sets(id, &wanted, out);
+        let local = slot.local.then(|| expand(&slot.key));
+        self.endpoints.set_labels(id, labels);
+        if let Some(key) = local {
+            let matches = self.matching_policies(&key);
+            self.set_matches(&key, matches);
+            self.rebuild_program(&key);
+        }
+    }
+
+    /// The keys of the endpoints listing a profile.
+    fn users(&self, profile: &str) -> Vec<EndpointKey> {
+        let users = self.users.of(profile);
+        let slots = users.filter_map(|id| self.endpoints.get(id));
+        slots.map(|slot| expand(&slot.key)).collect()
+    }
+
     fn local_users(&self, profile: &str) -> Vec<EndpointKey> {
-        self.profile_users
-            .get(profile)
-            .map(|users| {
-                let local = users.iter().filter(|k| self.is_local(k));
-                local.map(|k| EndpointKey::clone(k)).collect()
-            })
-            .unwrap_or_default()
+        let users = self.users(profile).into_iter();
+        users.filter(|key| self.is_local(key)).collect()
     }
 
     fn tier_changed(&mut self, tier: &str) {
@@ -470,10 +474,11 @@ impl Calculator {
             .get(&id.tier)
             .and_then(|t| t.policies.get(&id.name))
             .cloned();
+        self.policies.set(id, policy.as_ref());
         // One pass over the local endpoints without cloning their keys: only those the policy
         // applies to, before or after, are touched (at 1,000 local endpoints, cloning every key
         // for each policy of a snapshot was a tenth of start-up).
-        let labels = &self.labels;
+        let endpoints = &self.endpoints;
         let touched: Vec<(EndpointKey, bool, bool)> = self
             .local_matches
             .iter()
@@ -481,7 +486,7 @@ impl Calculator {
                 let host = matches!(key, EndpointKey::Host(_));
                 let now = policy
                     .as_ref()
-                    .is_some_and(|p| applies(p, host, &labels[key]));
+                    .is_some_and(|p| applies(p, host, endpoints.labels(key).expect("numbered")));
                 let had = matched.contains(id);
                 (now || had).then(|| (key.clone(), now, had))
             })
@@ -602,26 +607,20 @@ impl Calculator {
             sets: &mut self.state.ipsets,
             changed: &mut self.changes.ipsets,
         };
-        let Some(id) = self.ipsets.reference(&source, out) else {
+        let Some(number) = self.ipsets.reference(&source, out) else {
             return;
         };
-        let joining: Vec<(Shared, Vec<IpAddr>)> = self
-            .candidate_endpoints(&source)
+        let joining: Vec<u32> = self
+            .candidate_endpoints(number)
             .into_iter()
-            .filter_map(|key| {
-                // An endpoint being refreshed has no labels yet; its refresh joins it.
-                let labels = self.labels.get(&key)?;
-                let endpoint = self.cluster.endpoints.get(&key)?;
-                self.selects(&source, endpoint, labels)
-                    .then(|| (key, endpoint.addresses.clone()))
-            })
+            .filter(|&id| self.selects(number, id))
             .collect();
-        for (key, addresses) in joining {
+        for id in joining {
             let out = Out {
                 sets: &mut self.state.ipsets,
                 changed: &mut self.changes.ipsets,
             };
-            self.ipsets.join(&id, key, &addresses, out);
+            self.ipsets.join(number, id, out);
         }
     }
 
@@ -633,71 +632,50 @@ impl Calculator {
         self.ipsets.release(id, out);
     }
 
-    fn join_ipset(&mut self, id: &str, key: &EndpointKey, addresses: &[IpAddr]) {
-        let shared = self.shared(key);
-        let out = Out {
-            sets: &mut self.state.ipsets,
-            changed: &mut self.changes.ipsets,
-        };
-        self.ipsets.join(id, shared, addresses, out);
-    }
-
-    /// Takes an endpoint out of every set it is in.
-    fn leave_ipsets(&mut self, key: &EndpointKey) {
-        let out = Out {
-            sets: &mut self.state.ipsets,
-            changed: &mut self.changes.ipsets,
-        };
-        self.ipsets.leave(key, out);
-    }
-
-    /// The endpoints that could be in a set (a superset of its members).
-    fn candidate_endpoints(&self, source: &IpSetSource) -> Vec<Shared> {
-        match source {
-            IpSetSource::Tag(tag) => {
-                let mut keys = BTreeSet::new();
-                for (id, profile) in &self.cluster.profiles {
-                    if profile.tags.iter().any(|t| t == tag)
-                        && let Some(users) = self.profile_users.get(id)
-                    {
-                        keys.extend(users.iter().cloned());
-                    }
-                }
-                keys.into_iter().collect()
-            }
-            IpSetSource::Selector(selector) => match selector.requirement() {
-                None => self.labels.keys().cloned().collect(),
-                Some((name, values)) => {
-                    let Some(by_value) = self.endpoints_by_label.get(name) else {
-                        return Vec::new();
-                    };
-                    let mut keys = BTreeSet::new();
-                    match values {
-                        Some(values) => {
-                            for value in values {
-                                keys.extend(
-                                    by_value.get(value.as_str()).into_iter().flatten().cloned(),
-                                );
-                            }
-                        }
-                        None => keys.extend(by_value.values().flatten().cloned()),
-                    }
-                    keys.into_iter().collect()
-                }
-            },
+    /// The endpoints (numbers) that could be in a set: a superset of its members, each once.
+    fn candidate_endpoints(&mut self, number: u32) -> Vec<u32> {
+        for atom in self.ipsets.atoms(number).unwrap_or_default() {
+            self.endpoints.index_name(&atom.name);
         }
+        let mut ids: Vec<u32> = match self.ipsets.source(number) {
+            IpSetSource::Tag(tag) => {
+                let users = self
+                    .cluster
+                    .profiles
+                    .iter()
+                    .filter(|(_, p)| p.tags.contains(tag));
+                users.flat_map(|(id, _)| self.users.of(id)).collect()
+            }
+            IpSetSource::Selector(_) => match self.ipsets.atoms(number) {
+                Some(atoms) => atoms
+                    .iter()
+                    .flat_map(|a| self.endpoints.with_label(&a.name, a.values.as_deref()))
+                    .collect(),
+                None => self.endpoints.iter().map(|(id, _)| id).collect(),
+            },
+        };
+        ids.sort_unstable();
+        ids.dedup();
+        ids
     }
 
-    fn selects(&self, source: &IpSetSource, endpoint: &Endpoint, labels: &LabelSet) -> bool {
-        match source {
-            IpSetSource::Tag(tag) => self.cluster.has_tag(endpoint, tag),
-            IpSetSource::Selector(selector) => selector.evaluate(labels),
+    /// Whether endpoint `id`, as last refreshed, belongs to set `number`.
+    fn selects(&self, number: u32, id: u32) -> bool {
+        let Some(slot) = self.endpoints.get(id) else {
+            return false;
+        };
+        match self.ipsets.source(number) {
+            IpSetSource::Tag(tag) => {
+                let endpoint = self.cluster.endpoints.get(&expand(&slot.key));
+                endpoint.is_some_and(|e| self.cluster.has_tag(e, tag))
+            }
+            IpSetSource::Selector(selector) => selector.evaluate(&slot.labels),
         }
     }
 }
 
 /// The distinct ids of a list, in first-seen order.
-fn distinct(ids: &[String]) -> Vec<&String> {
+fn distinct<T: Ord>(ids: &[T]) -> Vec<&T> {
     let mut seen = BTreeSet::new();
     ids.iter().filter(|id| seen.insert(*id)).collect()
 }

@@ -5,6 +5,7 @@
 //! its config is fixed.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::net::IpAddr;
 
 use calico_model::endpoint::{EndpointState, HostEndpoint, WorkloadEndpoint};
@@ -174,6 +175,25 @@ impl Cluster {
         if !self.uses(parsed) {
             return Applied::Ignored;
         }
+        self.apply_owned(parsed.clone(), value)
+    }
+
+    /// [`Cluster::apply_parsed`] taking the key (it is stored without a copy).
+    pub fn apply_owned(&mut self, key: Key, value: Option<&str>) -> Applied {
+        self.apply_stored(key, value).0
+    }
+
+    /// [`Cluster::apply_owned`], also returning the endpoint an endpoint key now holds (the
+    /// calculator reads it without a second lookup by a key of four strings).
+    pub(crate) fn apply_stored(
+        &mut self,
+        key: Key,
+        value: Option<&str>,
+    ) -> (Applied, Option<&Endpoint>) {
+        let parsed = &key;
+        if !self.uses(parsed) {
+            return (Applied::Ignored, None);
+        }
         self.since_purge += 1;
         if self.since_purge >= PURGE_EVERY {
             self.interner.purge();
@@ -181,20 +201,16 @@ impl Cluster {
         }
         let Some(raw) = value else {
             self.remove(parsed);
-            return Applied::Changed;
+            return (Applied::Changed, None);
         };
         match parse_value(parsed, raw) {
-            Ok(value) => {
-                self.store(parsed.clone(), value);
-                Applied::Changed
-            }
+            Ok(value) => (Applied::Changed, self.store(key, value)),
             Err(error) => {
                 // Not logged here: the caller writes the one WARNING line
                 // (`calico_model::invalid_warning`), so each invalid update is logged once.
                 self.remove(parsed);
-                Applied::Invalid {
-                    reason: error.to_string(),
-                }
+                let reason = error.to_string();
+                (Applied::Invalid { reason }, None)
             }
         }
     }
@@ -213,16 +229,33 @@ impl Cluster {
         )
     }
 
-    fn store(&mut self, key: Key, value: Value) {
+    /// Stores a value; returns the endpoint stored, for an endpoint.
+    fn store(&mut self, key: Key, value: Value) -> Option<&Endpoint> {
+        let (key, endpoint) = match (key, value) {
+            (Key::WorkloadEndpoint(id), Value::WorkloadEndpoint(wep)) => (
+                EndpointKey::Workload(id),
+                Endpoint::workload(&wep, &mut self.interner),
+            ),
+            (Key::HostEndpoint(id), Value::HostEndpoint(hep)) => (
+                EndpointKey::Host(id),
+                Endpoint::host(&hep, &mut self.interner),
+            ),
+            (key, value) => {
+                self.store_other(key, value);
+                return None;
+            }
+        };
+        Some(match self.endpoints.entry(key) {
+            Entry::Occupied(mut entry) => {
+                entry.insert(endpoint);
+                entry.into_mut()
+            }
+            Entry::Vacant(entry) => entry.insert(endpoint),
+        })
+    }
+
+    fn store_other(&mut self, key: Key, value: Value) {
         match (key, value) {
-            (Key::WorkloadEndpoint(id), Value::WorkloadEndpoint(wep)) => {
-                let endpoint = Endpoint::workload(&wep, &mut self.interner);
-                self.endpoints.insert(EndpointKey::Workload(id), endpoint);
-            }
-            (Key::HostEndpoint(id), Value::HostEndpoint(hep)) => {
-                let endpoint = Endpoint::host(&hep, &mut self.interner);
-                self.endpoints.insert(EndpointKey::Host(id), endpoint);
-            }
             (Key::ProfileRules { profile }, Value::ProfileRules(rules)) => {
                 self.profiles.entry(profile).or_default().rules = Some(*rules);
             }
@@ -297,13 +330,11 @@ impl Cluster {
     /// The labels selectors see on an endpoint: its own, over those of its profiles (among
     /// profiles, the first in `profile_ids` wins).
     pub fn effective_labels(&self, endpoint: &Endpoint) -> LabelSet {
-        let mut labels = endpoint.labels.clone();
-        for id in &endpoint.profile_ids {
-            if let Some(profile) = self.profiles.get(id) {
-                labels = labels.over(&profile.labels);
-            }
-        }
-        labels
+        let mut layers = Vec::with_capacity(1 + endpoint.profile_ids.len());
+        layers.push(&endpoint.labels);
+        let profiles = endpoint.profile_ids.iter();
+        layers.extend(profiles.filter_map(|id| Some(&self.profiles.get(id)?.labels)));
+        LabelSet::layered(&layers)
     }
 
     /// Interns a string (label names and values, for indexes that key by them).

@@ -15,7 +15,7 @@ use std::net::IpAddr;
 
 use calico_model::policy::Policy;
 use calico_model::rule::Rule;
-use calico_model::selector::Selector;
+use calico_model::selector::{Labels, Selector};
 use fnv::FnvHasher;
 use ipnet::IpNet;
 
@@ -248,7 +248,7 @@ pub fn desired_state(cluster: &Cluster, hostname: &str) -> DesiredState {
 
 /// Whether a policy applies to an endpoint: its selector matches, and an untracked policy only
 /// to a host endpoint.
-pub fn applies(policy: &Policy, host: bool, labels: &crate::labels::LabelSet) -> bool {
+pub fn applies<L: Labels + ?Sized>(policy: &Policy, host: bool, labels: &L) -> bool {
     (host || !policy.untracked) && policy.selector.evaluate(labels)
 }
 

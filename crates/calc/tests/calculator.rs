@@ -138,6 +138,9 @@ fn pool() -> Vec<(String, Vec<Option<String>>)> {
                     r#"{"selector": "all()", "order": 10, "outbound_rules": [{"dst_selector": "has(role)", "action": "allow"}]}"#,
                 ),
                 s(r#"{"order": 1}"#),
+                s(
+                    r#"{"selector": "role != 'db'", "outbound_rules": [{"dst_selector": "role != 'web'", "action": "allow"}], "inbound_rules": [{"src_selector": "has(env) || role == 'web'", "action": "allow"}, {"src_selector": "all()", "action": "deny"}]}"#,
+                ),
                 None,
             ],
         ),

@@ -1,19 +1,21 @@
 //! The IP-set index: which sets are active (used by an active rule) with how many rules use
-//! each, the label and tag indexes that find the sets an endpoint may belong to, and each set's
-//! members with a count per address (an address stays while any member endpoint has it).
+//! each, the selector and tag indexes that find the sets an endpoint belongs to, each set's
+//! member endpoints, each endpoint's sets, and each set's addresses with a count per address (an
+//! address stays while any member endpoint has it).
 //!
-//! [`IpSetIndex`] knows sets, not endpoints: the [`Calculator`](super::Calculator) finds the
-//! endpoints a new set selects and tells the index who joins and leaves. The index writes the
-//! sets' members into the desired state and the changed ids into the changes it is handed
-//! ([`Out`]), so that nothing is copied on the way.
+//! [`IpSetIndex`] knows sets, not the cluster: the [`Calculator`](super::Calculator) finds the
+//! endpoints a new set selects and tells the index which sets an endpoint wants. The index
+//! writes the sets' members into the desired state and the changed ids into the changes it is
+//! handed ([`Out`]), so that nothing is copied on the way.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use super::Shared;
-use crate::cluster::EndpointKey;
+use super::ids::{FxMap, IdSet, Slots};
+use super::plan::Atom;
+use super::selectors::SelectorIndex;
 use crate::desired::{IpSet, IpSetSource, Rules, ipset_sources};
-use crate::labels::LabelSet;
+use crate::labels::Effective;
 
 /// Where the index writes: the desired state's sets and the ids of the sets that changed.
 pub(super) struct Out<'a> {
@@ -21,71 +23,79 @@ pub(super) struct Out<'a> {
     pub changed: &'a mut BTreeSet<String>,
 }
 
-/// Selector sets requiring one label: those accepting any value, and those by value.
+/// One active set, by number.
+#[derive(Debug)]
+struct Set {
+    /// The state's id ([`IpSetSource::id`]).
+    id: String,
+    source: IpSetSource,
+    /// How many active rules use it.
+    refs: usize,
+    /// Member endpoints.
+    members: IdSet,
+    /// Address → how many members have it.
+    counts: FxMap<IpAddr, u32>,
+}
+
+/// One endpoint's sets (numbers, sorted) and addresses (those it joins them with). Boxed
+/// slices: one per endpoint, so their spare capacity would add up.
 #[derive(Debug, Default)]
-struct LabelIndex {
-    any: BTreeSet<String>,
-    by_value: HashMap<String, BTreeSet<String>>,
+struct Membership {
+    sets: Box<[u32]>,
+    addresses: Box<[IpAddr]>,
 }
 
 /// The active IP sets and their members.
 #[derive(Debug, Default)]
 pub(super) struct IpSetIndex {
-    /// Set id → (source, how many active rules use it).
-    refs: HashMap<String, (IpSetSource, usize)>,
-    /// Set id → member endpoints.
-    members: HashMap<String, BTreeSet<Shared>>,
-    /// Endpoint → the sets it is in, with the addresses it added.
-    memberships: HashMap<Shared, (BTreeSet<String>, Vec<IpAddr>)>,
-    /// Set id → address → how many member endpoints have it.
-    address_counts: HashMap<String, HashMap<IpAddr, usize>>,
-    /// Active selector sets by the label their selector requires.
-    by_label: HashMap<String, LabelIndex>,
-    /// Active selector sets that require no label: evaluated against every endpoint.
-    unindexed: BTreeSet<String>,
-    /// Active tag sets: tag → set id.
-    by_tag: HashMap<String, String>,
+    numbers: FxMap<String, u32>,
+    sets: Slots<Set>,
+    /// Active selector sets by number.
+    selectors: SelectorIndex,
+    /// Active tag sets: tag → number.
+    by_tag: FxMap<String, u32>,
+    /// By endpoint number.
+    memberships: Vec<Membership>,
 }
 
 impl IpSetIndex {
-    /// The active sets an endpoint with these labels and profile tags could be in (a superset
-    /// of those it is in).
-    pub fn candidates<'t>(
+    /// The active sets (numbers, sorted) an endpoint with these labels and profile tags is in.
+    pub fn wanted<'t>(
         &self,
-        labels: &LabelSet,
+        labels: &Effective,
         tags: impl IntoIterator<Item = &'t String>,
-    ) -> BTreeSet<String> {
-        let mut candidates = self.unindexed.clone();
-        for (name, value) in labels.iter() {
-            if let Some(index) = self.by_label.get(name.as_ref()) {
-                candidates.extend(index.any.iter().cloned());
-                if let Some(sets) = index.by_value.get(value.as_ref()) {
-                    candidates.extend(sets.iter().cloned());
-                }
-            }
-        }
-        for tag in tags {
-            if let Some(id) = self.by_tag.get(tag) {
-                candidates.insert(id.clone());
-            }
-        }
-        candidates
+    ) -> Vec<u32> {
+        let mut wanted = Vec::new();
+        let evaluate = |number| match &self.sets[number].source {
+            IpSetSource::Selector(selector) => selector.evaluate(labels),
+            IpSetSource::Tag(_) => false,
+        };
+        self.selectors
+            .matching(labels.iter(), evaluate, &mut wanted);
+        wanted.extend(tags.into_iter().filter_map(|tag| self.by_tag.get(tag)));
+        wanted.sort_unstable();
+        wanted.dedup();
+        wanted
     }
 
     /// What an active set holds.
-    pub fn source(&self, id: &str) -> &IpSetSource {
-        &self.refs[id].0
+    pub fn source(&self, number: u32) -> &IpSetSource {
+        &self.sets[number].source
     }
 
-    /// One more rule uses `source`. Returns the set's id when it just became active (empty:
-    /// the caller fills it with [`IpSetIndex::join`]).
-    pub fn reference(&mut self, source: &IpSetSource, out: Out<'_>) -> Option<String> {
+    /// The atoms every member of a selector set hits (`None`: look at every endpoint).
+    pub fn atoms(&self, number: u32) -> Option<&[Atom]> {
+        self.selectors.atoms(number)
+    }
+
+    /// One more rule uses `source`. Returns the set's number when it just became active
+    /// (empty: the caller fills it with [`IpSetIndex::join`]).
+    pub fn reference(&mut self, source: &IpSetSource, out: Out<'_>) -> Option<u32> {
         let id = source.id();
-        if let Some((_, count)) = self.refs.get_mut(&id) {
-            *count += 1;
+        if let Some(&number) = self.numbers.get(&id) {
+            self.sets[number].refs += 1;
             return None;
         }
-        self.refs.insert(id.clone(), (source.clone(), 1));
         out.sets.insert(
             id.clone(),
             IpSet {
@@ -94,128 +104,177 @@ impl IpSetIndex {
             },
         );
         out.changed.insert(id.clone());
-        self.index(&id, source);
-        Some(id)
+        let number = self.sets.insert(Set {
+            id: id.clone(),
+            source: source.clone(),
+            refs: 1,
+            members: IdSet::default(),
+            counts: FxMap::default(),
+        });
+        self.numbers.insert(id, number);
+        match source {
+            IpSetSource::Tag(tag) => {
+                self.by_tag.insert(tag.clone(), number);
+            }
+            IpSetSource::Selector(selector) => self.selectors.insert(number, selector),
+        }
+        Some(number)
     }
 
     /// One rule fewer uses set `id`; the last one takes the set away.
     pub fn release(&mut self, id: &str, out: Out<'_>) {
-        let Some((_, count)) = self.refs.get_mut(id) else {
+        let Some(&number) = self.numbers.get(id) else {
             return;
         };
-        *count -= 1;
-        if *count > 0 {
+        let set = &mut self.sets[number];
+        set.refs -= 1;
+        if set.refs > 0 {
             return;
         }
-        if let Some((source, _)) = self.refs.remove(id) {
-            self.unindex(id, &source);
+        self.numbers.remove(id);
+        let set = self.sets.remove(number).expect("a numbered set");
+        match &set.source {
+            IpSetSource::Tag(tag) => {
+                self.by_tag.remove(tag);
+            }
+            IpSetSource::Selector(_) => self.selectors.remove(number),
         }
-        for key in self.members.remove(id).unwrap_or_default() {
-            if let Some((sets, _)) = self.memberships.get_mut(&key) {
-                sets.remove(id);
+        for endpoint in set.members.iter() {
+            let sets = &mut self.memberships[endpoint as usize].sets;
+            if let Ok(at) = sets.binary_search(&number) {
+                let mut kept = std::mem::take(sets).into_vec();
+                kept.remove(at);
+                *sets = kept.into_boxed_slice();
             }
         }
-        self.address_counts.remove(id);
         out.sets.remove(id);
         out.changed.insert(id.to_owned());
     }
 
-    /// Endpoint `key`, with `addresses`, is a member of set `id`.
-    pub fn join(&mut self, id: &str, key: Shared, addresses: &[IpAddr], out: Out<'_>) {
-        let (sets, recorded) = self.memberships.entry(key.clone()).or_default();
-        if !sets.insert(id.to_owned()) {
-            return;
+    /// Makes an endpoint a member of exactly the sets `wanted` (sorted) with `addresses`.
+    pub fn update(
+        &mut self,
+        endpoint: u32,
+        wanted: &[u32],
+        addresses: &[IpAddr],
+        mut out: Out<'_>,
+    ) {
+        let at = endpoint as usize;
+        if self.memberships.len() <= at {
+            self.memberships.resize_with(at + 1, Membership::default);
         }
-        *recorded = addresses.to_vec();
-        self.members.entry(id.to_owned()).or_default().insert(key);
-        let counts = self.address_counts.entry(id.to_owned()).or_default();
-        let set = out.sets.get_mut(id).expect("a referenced set");
-        for address in addresses {
-            let count = counts.entry(*address).or_default();
-            *count += 1;
-            if *count == 1 {
-                set.members.insert(*address);
-                out.changed.insert(id.to_owned());
+        let mut membership = std::mem::take(&mut self.memberships[at]);
+        if *membership.addresses != *addresses {
+            for &number in &membership.sets {
+                self.leave(number, endpoint, &membership.addresses, out.reborrow());
+            }
+            membership.sets = Box::default();
+            membership.addresses = addresses.into();
+        }
+        let old = std::mem::take(&mut membership.sets);
+        let (mut i, mut j) = (0, 0);
+        while i < old.len() || j < wanted.len() {
+            match (old.get(i), wanted.get(j)) {
+                (Some(a), Some(b)) if a == b => (i, j) = (i + 1, j + 1),
+                (Some(&a), Some(b)) if a < *b => {
+                    self.leave(a, endpoint, &membership.addresses, out.reborrow());
+                    i += 1;
+                }
+                (Some(&a), None) => {
+                    self.leave(a, endpoint, &membership.addresses, out.reborrow());
+                    i += 1;
+                }
+                (_, Some(&b)) => {
+                    self.enter(b, endpoint, &membership.addresses, out.reborrow());
+                    j += 1;
+                }
+                (None, None) => unreachable!("the loop condition"),
             }
         }
+        membership.sets = if *old == *wanted { old } else { wanted.into() };
+        self.memberships[at] = membership;
     }
 
-    /// Takes an endpoint out of every set it is in.
-    pub fn leave(&mut self, key: &EndpointKey, out: Out<'_>) {
-        let Some((sets, addresses)) = self.memberships.remove(key) else {
+    /// [`IpSetIndex::update`] with the addresses it has.
+    pub fn update_sets(&mut self, endpoint: u32, wanted: &[u32], out: Out<'_>) {
+        let addresses = self
+            .memberships
+            .get(endpoint as usize)
+            .map(|m| m.addresses.to_vec())
+            .unwrap_or_default();
+        self.update(endpoint, wanted, &addresses, out);
+    }
+
+    /// Takes an endpoint out of every set it is in (it is gone).
+    pub fn leave_all(&mut self, endpoint: u32, out: Out<'_>) {
+        self.update(endpoint, &[], &[], out);
+    }
+
+    /// Endpoint `endpoint` joins set `number` with the addresses of its last update (a new set
+    /// being filled).
+    pub fn join(&mut self, number: u32, endpoint: u32, out: Out<'_>) {
+        let Some(membership) = self.memberships.get_mut(endpoint as usize) else {
             return;
         };
-        for id in sets {
-            if let Some(members) = self.members.get_mut(&id) {
-                members.remove(key);
-            }
-            let (Some(counts), Some(set)) =
-                (self.address_counts.get_mut(&id), out.sets.get_mut(&id))
-            else {
-                continue;
-            };
-            for address in &addresses {
-                if let Some(count) = counts.get_mut(address) {
-                    *count -= 1;
-                    if *count == 0 {
-                        counts.remove(address);
-                        set.members.remove(address);
-                        out.changed.insert(id.clone());
-                    }
-                }
+        let Err(at) = membership.sets.binary_search(&number) else {
+            return;
+        };
+        let mut sets = std::mem::take(&mut membership.sets).into_vec();
+        sets.insert(at, number);
+        membership.sets = sets.into_boxed_slice();
+        let addresses = std::mem::take(&mut membership.addresses);
+        self.enter(number, endpoint, &addresses, out);
+        self.memberships[endpoint as usize].addresses = addresses;
+    }
+
+    fn enter(&mut self, number: u32, endpoint: u32, addresses: &[IpAddr], out: Out<'_>) {
+        let set = &mut self.sets[number];
+        set.members.insert(endpoint);
+        let state = out.sets.get_mut(&set.id).expect("an active set");
+        for address in addresses {
+            let count = set.counts.entry(*address).or_default();
+            *count += 1;
+            if *count == 1 {
+                state.members.insert(*address);
+                mark(out.changed, &set.id);
             }
         }
     }
 
-    fn index(&mut self, id: &str, source: &IpSetSource) {
-        match source {
-            IpSetSource::Tag(tag) => {
-                self.by_tag.insert(tag.clone(), id.to_owned());
+    fn leave(&mut self, number: u32, endpoint: u32, addresses: &[IpAddr], out: Out<'_>) {
+        let Some(set) = self.sets.get_mut(number) else {
+            return;
+        };
+        set.members.remove(endpoint);
+        let Some(state) = out.sets.get_mut(&set.id) else {
+            return;
+        };
+        for address in addresses {
+            if let Some(count) = set.counts.get_mut(address) {
+                *count -= 1;
+                if *count == 0 {
+                    set.counts.remove(address);
+                    state.members.remove(address);
+                    mark(out.changed, &set.id);
+                }
             }
-            IpSetSource::Selector(selector) => match selector.requirement() {
-                None => {
-                    self.unindexed.insert(id.to_owned());
-                }
-                Some((name, values)) => {
-                    let index = self.by_label.entry(name.to_owned()).or_default();
-                    match values {
-                        None => {
-                            index.any.insert(id.to_owned());
-                        }
-                        Some(values) => {
-                            for value in values {
-                                let sets = index.by_value.entry(value.clone()).or_default();
-                                sets.insert(id.to_owned());
-                            }
-                        }
-                    }
-                }
-            },
         }
     }
+}
 
-    fn unindex(&mut self, id: &str, source: &IpSetSource) {
-        match source {
-            IpSetSource::Tag(tag) => {
-                self.by_tag.remove(tag);
-            }
-            IpSetSource::Selector(selector) => match selector.requirement() {
-                None => {
-                    self.unindexed.remove(id);
-                }
-                Some((name, _)) => {
-                    if let Some(index) = self.by_label.get_mut(name) {
-                        index.any.remove(id);
-                        index.by_value.retain(|_, sets| {
-                            sets.remove(id);
-                            !sets.is_empty()
-                        });
-                        if index.any.is_empty() && index.by_value.is_empty() {
-                            self.by_label.remove(name);
-                        }
-                    }
-                }
-            },
+/// Records a set as changed, copying its id only the first time (a set filling up changes on
+/// every member).
+fn mark(changed: &mut BTreeSet<String>, id: &str) {
+    if !changed.contains(id) {
+        changed.insert(id.to_owned());
+    }
+}
+
+impl Out<'_> {
+    fn reborrow(&mut self) -> Out<'_> {
+        Out {
+            sets: self.sets,
+            changed: self.changed,
         }
     }
 }
@@ -231,21 +290,11 @@ pub(super) fn rule_sources(rules: &Rules) -> impl Iterator<Item = IpSetSource> +
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use calico_model::key::HostEndpointId;
-
     use super::*;
 
-    fn endpoint(name: &str) -> Shared {
-        Arc::new(EndpointKey::Host(HostEndpointId {
-            hostname: "h1".into(),
-            endpoint: name.into(),
-        }))
-    }
-
-    /// An address stays in a set while any member endpoint has it; the last rule using the set
-    /// takes it away, and every step names the set as changed.
+    /// An address stays in a set while any member endpoint has it; an endpoint that moves
+    /// takes its old address with it; the last rule using the set takes it away, and every
+    /// step names the set as changed.
     #[test]
     fn addresses_are_counted_and_the_last_rule_removes_the_set() {
         let mut index = IpSetIndex::default();
@@ -259,35 +308,35 @@ mod tests {
             };
         }
         let source = IpSetSource::Tag("web".into());
-        let id = index.reference(&source, out!()).expect("a new set");
+        let id = source.id();
+        let number = index.reference(&source, out!()).expect("a new set");
         assert_eq!(
             index.reference(&source, out!()),
             None,
             "a second rule, same set"
         );
-        let shared: IpAddr = "10.0.0.1".parse().unwrap();
-        let (a, b) = (endpoint("a"), endpoint("b"));
-        index.join(&id, a.clone(), &[shared], out!());
-        index.join(
-            &id,
-            b.clone(),
-            &[shared, "10.0.0.2".parse().unwrap()],
-            out!(),
-        );
+        let ip = |text: &str| -> IpAddr { text.parse().unwrap() };
+        let (a, b) = (0, 1);
+        index.update(a, &[number], &[ip("10.0.0.1")], out!());
+        index.update(b, &[number], &[ip("10.0.0.1"), ip("10.0.0.2")], out!());
         assert_eq!(sets[&id].members.len(), 2);
         assert_eq!(
-            index.candidates(&LabelSet::default(), [&"web".to_owned()]),
-            BTreeSet::from([id.clone()])
+            index.wanted(&Effective::default(), [&"web".to_owned()]),
+            [number]
         );
 
         changed.clear();
-        index.leave(&b, out!());
+        index.update(b, &[number], &[ip("10.0.0.3")], out!());
+        let members: Vec<IpAddr> = sets[&id].members.iter().copied().collect();
+        assert_eq!(members, [ip("10.0.0.1"), ip("10.0.0.3")], "b moved");
+        assert!(changed.contains(&id));
+
+        index.leave_all(b, out!());
         assert_eq!(
             sets[&id].members,
-            BTreeSet::from([shared]),
+            BTreeSet::from([ip("10.0.0.1")]),
             "a still has 10.0.0.1"
         );
-        assert!(changed.contains(&id));
 
         index.release(&id, out!());
         assert!(sets.contains_key(&id), "one rule still uses it");
@@ -295,7 +344,7 @@ mod tests {
         assert!(!sets.contains_key(&id));
         assert!(
             index
-                .candidates(&LabelSet::default(), [&"web".to_owned()])
+                .wanted(&Effective::default(), [&"web".to_owned()])
                 .is_empty()
         );
     }
