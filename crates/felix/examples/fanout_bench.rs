@@ -47,7 +47,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use calico_calc::Calculator;
-use calico_datastore::{Datastore, EtcdArgs, EtcdDatastore, FanoutClient, WatchEvent};
+use calico_datastore::{
+    Datastore, EtcdArgs, EtcdDatastore, FanoutClient, WatchEvent, connect_retrying,
+};
 use calico_testkit::Tails;
 use clap::Parser;
 use futures::stream::{self, StreamExt};
@@ -277,7 +279,8 @@ async fn watch(
 ) -> Result<(), String> {
     let mut watch = match source {
         Source::Etcd(config) => {
-            let store = EtcdDatastore::connect(config)
+            // As Felix connects: waiting with the shared backoff while etcd is swamped.
+            let store = connect_retrying(&config, "agent", None)
                 .await
                 .map_err(|e| e.to_string())?;
             store
