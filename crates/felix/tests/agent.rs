@@ -19,6 +19,12 @@ struct Felix {
 
 impl Felix {
     fn start(ns: &NetNs, etcd: &EtcdServer, env: &[(&str, String)]) -> Felix {
+        let endpoints = [("FELIX_ETCDENDPOINTS", etcd.endpoint())];
+        Felix::spawn(ns, &[&endpoints[..], env].concat())
+    }
+
+    /// Felix with only `env` saying where etcd is.
+    fn spawn(ns: &NetNs, env: &[(&str, String)]) -> Felix {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("felix.log");
         let out = File::create(&log).unwrap();
@@ -29,7 +35,6 @@ impl Felix {
                 ns.name(),
                 env!("CARGO_BIN_EXE_calico-felix"),
             ])
-            .env("FELIX_ETCDENDPOINTS", etcd.endpoint())
             .env("FELIX_FELIXHOSTNAME", "h1")
             .env("FELIX_IPTABLESREFRESHINTERVAL", "1")
             .env("FELIX_REPORTINGINTERVALSECS", "1")
@@ -387,29 +392,7 @@ fn felix_waits_for_etcd_and_reads_the_shared_endpoints_variable() {
         r#"{"state": "active", "name": "caliweb", "mac": "ee:ee:ee:00:00:01", "profile_ids": [], "ipv4_nets": ["10.65.0.7/32"]}"#,
     );
     etcd.stop();
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("felix.log");
-    let out = File::create(&log).unwrap();
-    let child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            ns.name(),
-            env!("CARGO_BIN_EXE_calico-felix"),
-        ])
-        .env("ETCD_ENDPOINTS", etcd.endpoint())
-        .env("FELIX_FELIXHOSTNAME", "h1")
-        .env("FELIX_LOGFILEPATH", "none")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .expect("calico-felix starts");
-    let mut felix = Felix {
-        child,
-        log,
-        _dir: dir,
-    };
+    let mut felix = Felix::spawn(&ns, &[("ETCD_ENDPOINTS", etcd.endpoint())]);
     eventually(&felix, "three warnings naming the endpoint", || {
         let log = felix.log();
         log.lines()

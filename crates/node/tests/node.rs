@@ -19,6 +19,24 @@ impl Drop for Running {
     }
 }
 
+/// calico-node in `host` with `args` and `env`, its run directory `run_dir` and its output in
+/// `run_dir/node.log`.
+fn spawn_node(host: &NetNs, run_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Running {
+    let log_file = std::fs::File::create(run_dir.join("node.log")).unwrap();
+    let child = Netns::named(host.name())
+        .command(env!("CARGO_BIN_EXE_calico-node"))
+        .args(args)
+        .arg("--run-dir")
+        .arg(run_dir)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone().unwrap())
+        .stderr(log_file)
+        .spawn()
+        .unwrap();
+    Running { child }
+}
+
 /// Waits (up to 30 s) until `check` finds something, and returns it; a timeout shows
 /// calico-node's log.
 fn until_found(what: &str, log: &Path, mut check: impl FnMut() -> Option<String>) -> String {
@@ -78,30 +96,24 @@ fn registers_supervises_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
     assert!(put.status.success());
     let run_dir = tempfile::tempdir().unwrap();
     let log = run_dir.path().join("node.log");
-    let log_file = std::fs::File::create(&log).unwrap();
-    let child = Netns::named(host.name())
-        .command(env!("CARGO_BIN_EXE_calico-node"))
-        .args([
-            "--hostname",
-            "node-a",
-            "--ip",
-            "auto",
-            "--ip6",
-            "fd00:98::5",
-            "--as",
-            "64700",
-        ])
-        .arg("--etcd-endpoints")
-        .arg(etcd.endpoint())
-        .arg("--run-dir")
-        .arg(run_dir.path())
-        .env("FELIX_LOGFILEPATH", "none")
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone().unwrap())
-        .stderr(log_file)
-        .spawn()
-        .unwrap();
-    let mut node = Running { child };
+    let args = [
+        "--hostname",
+        "node-a",
+        "--ip",
+        "auto",
+        "--ip6",
+        "fd00:98::5",
+        "--as",
+        "64700",
+        "--etcd-endpoints",
+        &etcd.endpoint(),
+    ];
+    let mut node = spawn_node(
+        &host,
+        run_dir.path(),
+        &args,
+        &[("FELIX_LOGFILEPATH", "none")],
+    );
 
     // Registration: the detected address, the given IPv6 address and AS number.
     let ip = until_found("registration", &log, || {
@@ -370,26 +382,21 @@ fn waits_for_etcd_then_registers() {
     etcd.stop();
     let run_dir = tempfile::tempdir().unwrap();
     let log = run_dir.path().join("node.log");
-    let log_file = std::fs::File::create(&log).unwrap();
-    let child = Netns::named(host.name())
-        .command(env!("CARGO_BIN_EXE_calico-node"))
-        .args([
-            "--hostname",
-            "node-w",
-            "--ip",
-            "10.98.1.5",
-            "--felix",
-            "none",
-        ])
-        .env("ETCD_ENDPOINTS", etcd.endpoint())
-        .arg("--run-dir")
-        .arg(run_dir.path())
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone().unwrap())
-        .stderr(log_file)
-        .spawn()
-        .unwrap();
-    let mut node = Running { child };
+    let args = [
+        "--hostname",
+        "node-w",
+        "--ip",
+        "10.98.1.5",
+        "--felix",
+        "none",
+    ];
+    let endpoint = etcd.endpoint();
+    let mut node = spawn_node(
+        &host,
+        run_dir.path(),
+        &args,
+        &[("ETCD_ENDPOINTS", &endpoint)],
+    );
     until_found("three warnings naming the endpoint", &log, || {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let warnings = text
