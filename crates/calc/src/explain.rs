@@ -23,7 +23,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
-use calico_model::rule::{Action, PortRange, Protocol, Rule};
+use calico_model::rule::{Action, IpVersion, PortRange, Protocol, Rule};
 use calico_model::selector::Selector;
 
 use crate::cluster::{Cluster, Endpoint, EndpointKey};
@@ -333,7 +333,11 @@ impl Evaluation<'_> {
     fn matches(&self, rule: &Rule) -> bool {
         let p = self.packet;
         let protocol = p.protocol.number();
-        rule.protocol.is_none_or(|r| r.number() == protocol)
+        // A net (negated too) or an ICMP protocol pins a rule to one IP version: the dataplane
+        // renders it in that version's table only, so packets of the other version never meet it.
+        rule.ip_version()
+            .is_none_or(|version| version == IpVersion::of_addr(&p.src))
+            && rule.protocol.is_none_or(|r| r.number() == protocol)
             && rule.not_protocol.is_none_or(|r| r.number() != protocol)
             && rule.src_net.is_none_or(|n| n.contains(&p.src))
             && rule.not_src_net.is_none_or(|n| !n.contains(&p.src))

@@ -124,6 +124,27 @@ fn no_profiles_and_no_policies_drop_everything() {
     );
 }
 
+/// A negated net pins its rule to the net's IP version, as the dataplane renders it (in that
+/// version's table only): packets of the other version never meet the rule.
+#[test]
+fn a_negated_net_keeps_its_rule_to_its_ip_version() {
+    let mut c = cluster();
+    let dual = r#"{"state": "active", "name": "calidb", "profile_ids": ["db"],
+        "ipv4_nets": ["10.0.0.2/32"], "ipv6_nets": ["fd00::2/128"]}"#;
+    put(&mut c, DB, dual);
+    let rules = r#"{"inbound_rules": [{"action": "allow", "!src_net": "10.65.1.0/24"}],
+        "outbound_rules": []}"#;
+    put(&mut c, &profile_rules("db"), rules);
+    let v4 = to_db(&c, "10.0.0.3", 5432);
+    assert_eq!(v4.verdict, Verdict::Allow, "{v4}");
+    let v6 = inbound(&c, DB, &tcp("fd00::3", "fd00::2", 5432));
+    assert_eq!(
+        (v6.verdict, &v6.reason),
+        (Verdict::Deny, &Reason::NoRuleMatched),
+        "{v6}"
+    );
+}
+
 #[test]
 fn a_missing_profile_drops_everything() {
     let mut c = cluster();
