@@ -188,12 +188,7 @@ impl NetConf {
             (None, None) => std::env::var("ETCD_ENDPOINTS")
                 .unwrap_or_else(|_| calico_datastore::DEFAULT_ENDPOINTS.to_owned()),
         };
-        let endpoints: Vec<String> = endpoints
-            .split(',')
-            .map(str::trim)
-            .filter(|e| !e.is_empty())
-            .map(str::to_owned)
-            .collect();
+        let endpoints = calico_datastore::split_endpoints(&endpoints);
         if endpoints.is_empty() {
             return Err(CniError::new(
                 code::INVALID_CONFIG,

@@ -164,15 +164,16 @@ impl Feed {
                 if state.in_sync {
                     let mut served = served.lock().unwrap_or_else(|p| p.into_inner());
                     served.snapshots += 1;
+                    if prefix == self.prefix
+                        && let Some(encoded) = &state.encoded
+                    {
+                        return encoded.clone();
+                    }
                     served.encodings += 1;
                     if prefix != self.prefix {
                         let below = state.keys.range(prefix.to_owned()..);
                         let below = below.take_while(|(key, _)| key.starts_with(prefix));
                         return Arc::new(encode_snapshot(state.revision, below));
-                    }
-                    if let Some(encoded) = &state.encoded {
-                        served.encodings -= 1;
-                        return encoded.clone();
                     }
                     let encoded = Arc::new(encode_snapshot(state.revision, state.keys.iter()));
                     state.encoded = Some(encoded.clone());

@@ -330,12 +330,7 @@ impl Bootstrap {
             }
         })?;
         let endpoints = typed.parse("EtcdEndpoints", |v| {
-            let list: Vec<String> = v
-                .split(',')
-                .map(str::trim)
-                .filter(|e| !e.is_empty())
-                .map(str::to_owned)
-                .collect();
+            let list = calico_datastore::split_endpoints(v);
             match list
                 .iter()
                 .find(|e| !e.starts_with("http://") && !e.starts_with("https://"))
