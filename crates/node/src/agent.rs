@@ -11,12 +11,14 @@
 //!        │     (a configuration BIRD rejects is logged; the running one stays)
 //!        └─► VXLAN tunnel endpoint kept (vxlan::TunnelKeeper; failures retried ≥ 10 s apart)
 //!  every second and after each pass: BIRD and Felix started again if they exited
+//!  at start: a BIRD or Felix an earlier calico-node left running (killed with SIGKILL, it
+//!  could not stop them) is stopped first, found by its pid file in the run directory
 //!  SIGTERM / SIGINT: Felix and BIRD stopped (SIGTERM, then SIGKILL after 5 s)
 //! ```
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,19 +51,51 @@ pub struct Node {
     pub felix: Option<FelixProcess>,
 }
 
-/// A child process kept running.
+/// A child process kept running; its pid is kept in `pid_file` so that a calico-node started
+/// after this one was killed can find and stop it.
 struct Supervised {
     what: &'static str,
     child: Option<Child>,
     restarts: u32,
+    /// Its program's file name (what `/proc/PID/comm` shows).
+    program: String,
+    pid_file: PathBuf,
 }
 
 impl Supervised {
-    fn new(what: &'static str) -> Supervised {
+    fn new(what: &'static str, program: &Path, pid_file: PathBuf) -> Supervised {
+        let program = program.file_name().unwrap_or(program.as_os_str());
         Supervised {
             what,
             child: None,
             restarts: 0,
+            program: program.to_string_lossy().into_owned(),
+            pid_file,
+        }
+    }
+
+    /// Stops the process the pid file names if it still runs the program (e.g. a BIRD an earlier
+    /// calico-node started: a second one would find the BGP port taken and the control socket
+    /// replaced, and the first would never hear of a new configuration).
+    async fn stop_leftover(&self) {
+        let Some(pid) = std::fs::read_to_string(&self.pid_file)
+            .ok()
+            .and_then(|text| text.trim().parse::<i32>().ok())
+        else {
+            return;
+        };
+        if !runs_as(pid, &self.program) {
+            return;
+        }
+        tracing::warn!(
+            process = self.what,
+            pid,
+            "stopping the one an earlier calico-node left running"
+        );
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while runs_as(pid, &self.program) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
@@ -89,6 +123,15 @@ impl Supervised {
         match child {
             Ok(child) => {
                 tracing::info!(process = self.what, pid = child.id(), "started");
+                if let Some(pid) = child.id()
+                    && let Err(e) = std::fs::write(&self.pid_file, format!("{pid}\n"))
+                {
+                    tracing::warn!(
+                        process = self.what,
+                        "cannot write {}: {e}",
+                        self.pid_file.display()
+                    );
+                }
                 self.child = Some(child);
             }
             Err(e) => tracing::error!(process = self.what, "cannot start: {e}"),
@@ -110,6 +153,19 @@ impl Supervised {
             let _ = child.kill().await;
         }
     }
+}
+
+/// Whether `pid` is a live process named `name` (its `comm`, which the kernel cuts at 15
+/// bytes; a zombie is not live).
+fn runs_as(pid: i32, name: &str) -> bool {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let zombie = stat
+        .rsplit(')')
+        .next()
+        .is_some_and(|rest| rest.trim_start().starts_with('Z'));
+    let short: String = name.chars().take(15).collect();
+    !zombie && comm.trim_end() == short
 }
 
 /// The prefixes whose keys make up the BGP configuration of `host` (owned by
@@ -164,8 +220,13 @@ impl Node {
         let mut config = BgpConfig::default();
         let mut synced = BTreeSet::new();
         let mut dirty = false;
-        let mut bird = Supervised::new("bird");
-        let mut felix = Supervised::new("calico-felix");
+        let run_dir = self.bird.config.parent().unwrap_or(Path::new("."));
+        let mut bird = Supervised::new("bird", &self.bird.bird, run_dir.join("bird.pid"));
+        let felix_binary = self.felix.as_ref().map(|f| f.binary.as_path());
+        let felix_binary = felix_binary.unwrap_or(Path::new("calico-felix"));
+        let mut felix = Supervised::new("calico-felix", felix_binary, run_dir.join("felix.pid"));
+        bird.stop_leftover().await;
+        felix.stop_leftover().await;
         let mut tunnel = TunnelKeeper::new(
             self.hostname.clone(),
             self.ipv4,

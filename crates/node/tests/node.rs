@@ -196,6 +196,43 @@ fn registers_supervises_felix_and_bird_and_keeps_a_config_bird_rejects_out() {
             .then_some(String::new())
     });
 
+    // calico-node killed with SIGKILL cannot stop its children: Felix and BIRD outlive it. The
+    // next calico-node stops them and runs one of each (a second BIRD would find the BGP port
+    // taken, and the first would never hear of a new configuration).
+    let felix_before = pid_of(&host, "calico-felix").expect("Felix runs");
+    let bird_before = pid_of(&host, "bird").expect("BIRD runs");
+    node.child.kill().unwrap();
+    node.child.wait().unwrap();
+    assert_eq!(
+        pid_of(&host, "bird"),
+        Some(bird_before),
+        "BIRD outlives calico-node"
+    );
+    node = spawn_node(
+        &host,
+        run_dir.path(),
+        &args,
+        &[("FELIX_LOGFILEPATH", "none")],
+    );
+    until_found("one new Felix and one new BIRD", &log, || {
+        let processes = host.processes();
+        let running = |name: &str| -> Vec<i32> {
+            processes
+                .iter()
+                .filter(|(_, comm)| comm == name)
+                .map(|(pid, _)| *pid)
+                .collect()
+        };
+        let (felix, bird) = (running("calico-felix"), running("bird"));
+        (felix.len() == 1 && bird.len() == 1 && felix[0] != felix_before && bird[0] != bird_before)
+            .then_some(String::new())
+    });
+    until_found("the new BIRD answering with the peer", &log, || {
+        birdc(&["show", "protocols"])
+            .contains("Global_10_98_0_9")
+            .then_some(String::new())
+    });
+
     // SIGTERM stops Felix and BIRD with calico-node.
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(node.child.id() as i32),
