@@ -52,6 +52,13 @@ enum Cmd {
     /// Run inside a workload: new TCP connections per second to IP:PORT (each exchanges one
     /// byte with the echo server), printed as a number; used to measure connection setup rate.
     ConnectRate(commands::connect_rate::Args),
+    /// Chaos, measured, on a lab that is up (best `up --hosts 3 --etcd-members 3`): with a
+    /// TCP flow from each host to the next running throughout, kills Felix, calico-node and
+    /// BIRD with SIGKILL, cuts hosts off from etcd, restarts etcd members, plugs workloads in
+    /// and out and edits policy; then brings everything back and checks the flows' echoes,
+    /// routes, sampled flows against `calicoctl policy explain`, `calicoctl ipam check` and
+    /// leftovers. Fails if any check does.
+    Soak(commands::soak::Args),
     /// The echo server every workload runs (TCP and UDP).
     #[command(hide = true)]
     Serve(commands::serve::Args),
@@ -106,6 +113,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Flow(args) => commands::flow::run(args).await,
         Cmd::WaitOpen(args) => commands::wait_open::run(args).await,
         Cmd::ConnectRate(args) => commands::connect_rate::run(args).await,
+        Cmd::Soak(args) => commands::soak::run(name, args).await,
         Cmd::Serve(args) => commands::serve::run(args).await,
         Cmd::Relay(_) | Cmd::Supervise(_) => unreachable!("handled before the runtime starts"),
     }

@@ -211,26 +211,66 @@ mod tests {
         let err = "sctp:1.2.3.4:5".parse::<Target>().unwrap_err().to_string();
         assert!(err.contains("sctp:1.2.3.4:5"), "{err}");
     }
+
+    #[test]
+    fn retransmitted_segments_are_read_from_snmp() {
+        let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+                    Tcp: RtoAlgorithm RtoMin ActiveOpens InSegs OutSegs RetransSegs InErrs\n\
+                    Tcp: 1 200 3 1000 990 17 0\n";
+        assert_eq!(retrans_segs(snmp), Some(17));
+        assert_eq!(retrans_segs("Tcp: A B\n"), None);
+    }
 }
 
 /// What a long-running flow saw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FlowReport {
     pub sent: u32,
     pub echoed: u32,
     /// The longest wait for an echo, in milliseconds.
     pub max_gap_ms: u128,
+    /// The echoes that took longer than the flow's `late` threshold, or during which TCP sent
+    /// a segment again (counted in the namespace the flow runs in, which holds only the flow:
+    /// a lost request, echo or acknowledgement shows there).
+    #[serde(default)]
+    pub late: Vec<LateEcho>,
+    /// Why the flow ended before its time, if it did (the connection reset, or an echo that
+    /// did not come within the patience).
+    #[serde(default)]
+    pub cut: Option<String>,
 }
 
-/// Keeps one TCP connection to an echo server busy for `duration`: a message every `every`,
-/// each waited for (up to `patience`). Stops at the first echo that does not come.
+/// One echo that was late or lost a segment on the way: when its message was sent
+/// (milliseconds since the Unix epoch), how long its echo took, and how many TCP segments the
+/// flow's namespace sent again meanwhile (each one a packet lost in either direction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LateEcho {
+    pub sent_at_ms: u64,
+    pub took_ms: u64,
+    #[serde(default)]
+    pub retransmits: u64,
+}
+
+/// How a flow paces and judges its echoes.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowPace {
+    /// A message every this long.
+    pub every: Duration,
+    /// How long one echo may take before the flow counts as cut.
+    pub patience: Duration,
+    /// An echo slower than this is reported as late.
+    pub late: Duration,
+}
+
+/// Keeps one TCP connection to an echo server busy for `duration`: a message every
+/// `pace.every`, each waited for (up to `pace.patience`). Stops at the first echo that does not
+/// come, or when the connection fails.
 pub async fn flow(
     to: SocketAddr,
     duration: Duration,
-    every: Duration,
-    patience: Duration,
+    pace: FlowPace,
 ) -> anyhow::Result<FlowReport> {
-    let mut stream = timeout(patience, TcpStream::connect(to))
+    let mut stream = timeout(pace.patience, TcpStream::connect(to))
         .await
         .with_context(|| format!("cannot connect to {to}: timed out"))?
         .with_context(|| format!("cannot connect to {to}"))?;
@@ -238,21 +278,67 @@ pub async fn flow(
         sent: 0,
         echoed: 0,
         max_gap_ms: 0,
+        late: Vec::new(),
+        cut: None,
     };
     let end = tokio::time::Instant::now() + duration;
     let mut buf = [0u8; 8];
     while tokio::time::Instant::now() < end {
         let started = tokio::time::Instant::now();
-        stream.write_all(b"ping\n").await?;
-        report.sent += 1;
-        match timeout(patience, stream.read_exact(&mut buf[..5])).await {
-            Ok(Ok(_)) => report.echoed += 1,
-            _ => break,
+        let sent_at_ms = unix_ms();
+        let retransmitted = retransmitted_segments();
+        if let Err(error) = stream.write_all(b"ping\n").await {
+            report.cut = Some(format!("sending failed: {error}"));
+            break;
         }
-        report.max_gap_ms = report.max_gap_ms.max(started.elapsed().as_millis());
-        tokio::time::sleep(every).await;
+        report.sent += 1;
+        match timeout(pace.patience, stream.read_exact(&mut buf[..5])).await {
+            Ok(Ok(_)) => report.echoed += 1,
+            Ok(Err(error)) => {
+                report.cut = Some(format!("receiving failed: {error}"));
+                break;
+            }
+            Err(_) => {
+                report.cut = Some(format!("no echo within {:?}", pace.patience));
+                break;
+            }
+        }
+        let took = started.elapsed();
+        report.max_gap_ms = report.max_gap_ms.max(took.as_millis());
+        let retransmits = retransmitted_segments().saturating_sub(retransmitted);
+        if took > pace.late || retransmits > 0 {
+            report.late.push(LateEcho {
+                sent_at_ms,
+                took_ms: took.as_millis() as u64,
+                retransmits,
+            });
+        }
+        tokio::time::sleep(pace.every).await;
     }
     Ok(report)
+}
+
+/// TCP segments this network namespace has sent again (`RetransSegs` of `/proc/net/snmp`,
+/// which shows the namespace of the reader); 0 if it cannot be read.
+fn retransmitted_segments() -> u64 {
+    let text = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
+    retrans_segs(&text).unwrap_or(0)
+}
+
+/// `RetransSegs` from the text of `/proc/net/snmp` (a `Tcp:` line of names, then one of
+/// values).
+fn retrans_segs(snmp: &str) -> Option<u64> {
+    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (tcp.next()?, tcp.next()?);
+    let at = names.split_whitespace().position(|n| n == "RetransSegs")?;
+    values.split_whitespace().nth(at)?.parse().ok()
+}
+
+/// Now, in milliseconds since the Unix epoch.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Tries a TCP connection every `attempt` (each with that timeout) until one succeeds;

@@ -134,15 +134,20 @@ pub fn restart_felix(lab: &mut Lab, host: &str, extra: &[(String, String)]) -> a
         .iter()
         .position(|h| h.name == host)
         .expect("checked");
-    if let Some(pid) = lab.hosts[index].felix_pid.take() {
-        // The supervisor and Felix: their process group.
-        let _ = nix::sys::signal::killpg(Pid::from_raw(pid), Signal::SIGKILL);
-        stop_pids(&[pid]);
-    }
+    kill_felix(lab, index);
     let pid = start_felix(lab, &lab.hosts[index], extra, &felix)?;
     lab.hosts[index].felix_pid = Some(pid);
     lab.save()?;
     Ok(pid)
+}
+
+/// SIGKILLs the Felix of the `index`th host and its supervisor (their process group); the
+/// state forgets its pid (saving it is the caller's).
+pub fn kill_felix(lab: &mut Lab, index: usize) {
+    if let Some(pid) = lab.hosts[index].felix_pid.take() {
+        let _ = nix::sys::signal::killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        stop_pids(&[pid]);
+    }
 }
 
 /// Whether a process runs (a zombie does not).
@@ -200,6 +205,8 @@ pub fn stop_pids(pids: &[i32]) {
 /// Starts the workload's echo server; its pid.
 pub fn start_echo_server(lab: &Lab, w: &Workload) -> anyhow::Result<i32> {
     let me = std::env::current_exe()?;
+    // A fresh log: `ready::serving` looks in it for the server's word.
+    let _ = std::fs::remove_file(lab.log_path(&w.name));
     let ports: Vec<String> = SERVED_PORTS.iter().map(u16::to_string).collect();
     let ports = ports.join(",");
     spawn(
@@ -219,8 +226,12 @@ pub fn spawn(
     env: &[(String, String)],
     log: &Path,
 ) -> anyhow::Result<i32> {
-    let out =
-        std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+    // Appended to: the log of a process started again keeps what the one before said.
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("cannot create {}", log.display()))?;
     let mut command = match netns {
         Some(ns) => sh::command_in(ns, program),
         None => Command::new(program),

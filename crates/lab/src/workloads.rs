@@ -37,6 +37,28 @@ pub async fn add_workload(
     spec: &WorkloadSpec,
     limit: Duration,
 ) -> anyhow::Result<Workload> {
+    let deadline = Deadline::after(limit);
+    let (workload, server) = plug_workload(lab, spec).await?;
+    let reachable = async {
+        let store = connect(lab).await?;
+        let revision = ready::mark(&store).await?;
+        ready::felix_applied(lab, revision, deadline).await?;
+        ready::routed_to(lab, &workload, deadline).await?;
+        ready::serving(server, &lab.log_path(&workload.name), deadline).await
+    };
+    if let Err(error) = reachable.await {
+        let _ = unplug(lab, &workload);
+        return Err(error);
+    }
+    lab.workloads.push(workload.clone());
+    lab.save()?;
+    Ok(workload)
+}
+
+/// What [`add_workload`] does before it waits: the namespace, CNI ADD, labels and profiles,
+/// the echo server (its pid is returned). The workload is not in `lab` yet; if anything fails,
+/// it is unplugged again.
+pub async fn plug_workload(lab: &Lab, spec: &WorkloadSpec) -> anyhow::Result<(Workload, i32)> {
     check_name("workload name", &spec.name)?;
     let host = lab.host(&spec.host)?.clone();
     if lab.workloads.iter().any(|w| w.name == spec.name) {
@@ -64,7 +86,6 @@ pub async fn add_workload(
             host.name, spec.name
         ),
     };
-    let deadline = Deadline::after(limit);
     let plugged = async {
         let result = cni::call(lab, &host, "ADD", &spec.name, &workload.netns, &spec.ips)?;
         workload.ips = cni::addresses(&result)?;
@@ -74,19 +95,15 @@ pub async fn add_workload(
             .to_owned();
         let store = connect(lab).await?;
         label(&store, &workload, spec).await?;
-        let server = processes::start_echo_server(lab, &workload)?;
-        let revision = ready::mark(&store).await?;
-        ready::felix_applied(lab, revision, deadline).await?;
-        ready::routed_to(lab, &workload, deadline).await?;
-        ready::serving(server, &lab.log_path(&workload.name), deadline).await
+        processes::start_echo_server(lab, &workload)
     };
-    if let Err(error) = plugged.await {
-        let _ = unplug(lab, &workload);
-        return Err(error);
+    match plugged.await {
+        Ok(server) => Ok((workload, server)),
+        Err(error) => {
+            let _ = unplug(lab, &workload);
+            Err(error)
+        }
     }
-    lab.workloads.push(workload.clone());
-    lab.save()?;
-    Ok(workload)
 }
 
 /// Writes the profiles and labels given, as an orchestrator would: given profiles replace the

@@ -13,6 +13,7 @@ pub mod probe;
 pub mod relay;
 pub mod restart_felix;
 pub mod serve;
+pub mod soak;
 pub mod supervise;
 pub mod up;
 pub mod wait;
