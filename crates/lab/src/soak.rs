@@ -53,6 +53,9 @@ const CHURN_APPS: [&str; 3] = ["a", "b", "c"];
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
     pub seed: u64,
+    /// When the plan's clock started (milliseconds since the Unix epoch; the flows' echoes
+    /// and the windows are in the same clock).
+    pub started_at_ms: u64,
     pub duration_s: f64,
     pub hosts: usize,
     pub etcd_members: usize,
@@ -250,6 +253,7 @@ pub async fn run(
     let plan = schedule::plan(&rates);
     say(&format!("{} steps over {:?}", plan.len(), rates.duration));
     chaos.started = Instant::now();
+    chaos.report.started_at_ms = crate::probe::unix_ms();
     for step in &plan {
         tokio::time::sleep_until((chaos.started + step.at).into()).await;
         let late = chaos.started.elapsed().saturating_sub(step.at);
@@ -280,6 +284,17 @@ pub async fn run(
         let (flow, report) = flow.finish().await?;
         let summary = flows::summarize(&flow, &report, &windows);
         chaos.report.flows.push(summary);
+    }
+    let at = |ms: u64| ms.saturating_sub(chaos.report.started_at_ms) as f64 / 1000.0;
+    for w in &windows {
+        let line = format!(
+            "{:7.1} s {} had no route to {} until {:.1} s",
+            at(w.from_ms),
+            w.host,
+            w.address,
+            at(w.to_ms)
+        );
+        chaos.report.events.push(line);
     }
     let lengths: Vec<u64> = windows.iter().map(|w| w.to_ms - w.from_ms).collect();
     chaos.report.bgp_windows = windows.len();

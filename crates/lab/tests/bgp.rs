@@ -46,6 +46,11 @@ fn calicoctl(lab: &TestLab, args: &[&str]) -> String {
 
 /// `calicoctl node status` inside a host (it reads that host's BIRD socket).
 fn node_status(lab: &TestLab, host: &str) -> String {
+    try_node_status(lab, host).unwrap_or_else(|error| panic!("node status on {host}: {error}"))
+}
+
+/// `calicoctl node status`, or its error (while BIRD is down).
+fn try_node_status(lab: &TestLab, host: &str) -> Result<String, String> {
     let socket = lab.state().dir.join(host).join("bird.ctl");
     let ctl = PathBuf::from(BIN).with_file_name("calicoctl");
     let out = lab.in_host(
@@ -53,12 +58,10 @@ fn node_status(lab: &TestLab, host: &str) -> String {
         ctl.to_str().unwrap(),
         &["node", "status", "--bird-socket", socket.to_str().unwrap()],
     );
-    assert!(
-        out.status.success(),
-        "node status on {host}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    match out.status.success() {
+        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+    }
 }
 
 /// The pid of a process named `name` inside a host's namespace.
@@ -209,20 +212,46 @@ fn route_reflectors_without_the_mesh_and_bird_restarted_after_a_kill() {
     }
     all_reach(&lab, &workloads);
 
-    // BIRD killed on host2: calico-node starts it again and the routes come back.
+    // BIRD killed on host2: calico-node starts it again (graceful restart) and no route
+    // goes away meanwhile, on host2's peers (the reflector and, through it, host3) nor in
+    // host2's own kernel.
+    let (block2, block3) = (blocks_of(&lab, "host2"), blocks_of(&lab, "host3"));
+    let missing = || -> Option<String> {
+        for (host, blocks) in [("host1", &block2), ("host3", &block2), ("host2", &block3)] {
+            let table = routes(&lab, host);
+            if let Some(block) = blocks.iter().find(|b| !table.contains(b.as_str())) {
+                return Some(format!("{host} lost its route to {block}:\n{table}"));
+            }
+        }
+        None
+    };
+    assert_eq!(missing(), None);
     let bird = pid_in(&lab, "host2", "bird").expect("BIRD runs on host2");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(bird),
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    eventually("BIRD is restarted on host2", WAIT, || {
-        match pid_in(&lab, "host2", "bird") {
-            Some(pid) if pid != bird => Ok(()),
-            other => Err(format!("bird pid {other:?}")),
+    let restarted = std::time::Instant::now() + WAIT;
+    loop {
+        if let Some(lost) = missing() {
+            panic!("a BIRD restart withdrew a route: {lost}");
         }
-    });
+        let status = try_node_status(&lab, "host2").unwrap_or_else(|error| error);
+        let back = pid_in(&lab, "host2", "bird").is_some_and(|pid| pid != bird)
+            && status.contains("Established");
+        if back {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < restarted,
+            "BIRD on host2 did not come back:\n{status}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // After recovery (End-of-RIB from every peer) the routes are still there.
     lab.wait();
+    assert_eq!(missing(), None);
     all_reach(&lab, &workloads);
 
     // The mesh switched back on, without reflectors: still connected.

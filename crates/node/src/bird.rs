@@ -83,6 +83,10 @@ impl Bird {
     pub fn start(&self) -> std::io::Result<Child> {
         let _ = std::fs::remove_file(&self.socket);
         Command::new(&self.bird)
+            // Graceful restart recovery: the kernel keeps the routes of the BIRD before this
+            // one until the BGP sessions are back (see the `graceful restart` options of the
+            // configuration).
+            .arg("-R")
             .arg("-f")
             .arg("-c")
             .arg(&self.config)
