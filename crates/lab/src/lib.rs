@@ -16,6 +16,7 @@
 //! - [`cni`]: calling the `calico` CNI plugin as a runtime does;
 //! - [`ready`]: waiting (by polling) until Felix, BGP, routes and servers are there;
 //! - [`check`], [`probe`]: what gets through; [`demo`]: the demo walk-through;
+//! - [`rng`]: the seedable generator of random plans and test inputs;
 //! - [`soak`]: chaos, measured (kills, partitions, etcd member restarts, churn; then checks);
 //! - [`relay`], [`supervise`]: the hidden commands the lab's processes run as;
 //! - [`sh`]: running tools, in a namespace or not (the one place that does);
@@ -32,6 +33,7 @@ pub mod probe;
 pub mod processes;
 pub mod ready;
 pub mod relay;
+pub mod rng;
 pub mod sh;
 pub mod soak;
 pub mod state;

@@ -286,18 +286,6 @@ fn route_progress(route: &Route, expected: IpAddr, gateway: IpAddr, same_subnet:
     }
 }
 
-/// Whether `host` routes `address`, a workload's on `owner`, the way [`routed_to`] waits for,
-/// right now.
-pub fn routes_now(host: &Host, owner: &Host, address: IpAddr) -> bool {
-    let (expected, gateway) = match address {
-        IpAddr::V4(_) => (IpAddr::V4(owner.ip), IpAddr::V4(host.gateway())),
-        IpAddr::V6(_) => (IpAddr::V6(owner.ip6), IpAddr::V6(host.gateway6())),
-    };
-    route_of(&host.netns, address).is_ok_and(|route| {
-        route_progress(&route, expected, gateway, host.subnet == owner.subnet) == Progress::Done
-    })
-}
-
 fn route_of(netns: &str, address: IpAddr) -> anyhow::Result<Route> {
     let out = sh::ip(&["-n", netns, "-j", "route", "get", &address.to_string()])?;
     let routes: serde_json::Value = serde_json::from_str(&out)?;

@@ -7,7 +7,7 @@
 //! ```text
 //!  set-up: profiles soak-flow / soak-churn, tier soak; two flow workloads per host
 //!  flows (calico-lab flow --json, one per host) ──────────────────────────────► reports
-//!  route monitor (every 200 ms: each flow's routes, both ways) ──────────────► windows
+//!  route monitor (ip monitor route on every host: the flows' routes) ──────────► windows
 //!  plan: kill / start / partition / heal / member stop / start / add / remove / edit
 //!  end: all back ─► leader ─► every Felix programmed, every route there ─► checks
 //! ```
@@ -202,6 +202,12 @@ pub async fn run(
     if lab.hosts.len() < 2 {
         bail!(
             "the soak needs a lab with at least 2 hosts (`calico-lab up --hosts 3 --etcd-members 3`)"
+        );
+    }
+    if lab.subnets > 1 {
+        bail!(
+            "the soak expects its hosts on one subnet (routes via each other); lab {name:?} has {}",
+            lab.subnets
         );
     }
     if lab.etcd.is_empty() {

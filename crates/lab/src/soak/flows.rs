@@ -1,19 +1,20 @@
 //! The soak's established flows and what they saw: one long TCP flow from a workload on each
 //! host to a workload on the next host (`calico-lab flow --json` inside the client), a monitor
-//! of the routes those flows need (when a host had no BGP route to the other end: a route
-//! withdrawal window), and the attribution of each lost echo to a window or not.
+//! of the routes those flows need (`ip monitor route` on every host: when a host had no route
+//! to the other end via that end's host, a BGP route withdrawal window), and the attribution of
+//! each lost echo to a window or not.
 
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr};
 use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde::Serialize;
 
+use ipnet::IpNet;
+
 use crate::probe::{FlowReport, LateEcho, unix_ms};
-use crate::ready;
 use crate::sh;
 use crate::state::{Lab, Workload};
 
@@ -92,41 +93,161 @@ pub struct Window {
     pub to_ms: u64,
 }
 
-/// Polls, every [`MONITOR_EVERY`], whether each flow's hosts route the other end.
+/// A host's main routing table as the monitor knows it: destination → gateway (`None`: no
+/// gateway, e.g. a blackhole or a device route).
+type Table = BTreeMap<IpNet, Option<IpAddr>>;
+
+/// One change `ip monitor route` printed: a route added (or replaced) or deleted. Routes of
+/// other tables (`table local`) are not ours to follow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RouteChange {
+    Added(IpNet, Option<IpAddr>),
+    Deleted(IpNet),
+}
+
+/// Reads one line of `ip monitor route`.
+fn route_change(line: &str) -> Option<RouteChange> {
+    let (deleted, rest) = match line.strip_prefix("Deleted ") {
+        Some(rest) => (true, rest),
+        None => (false, line),
+    };
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    if words.windows(2).any(|w| w[0] == "table" && w[1] != "main") {
+        return None;
+    }
+    const TYPES: [&str; 7] = [
+        "blackhole",
+        "unreachable",
+        "prohibit",
+        "local",
+        "broadcast",
+        "anycast",
+        "multicast",
+    ];
+    let (kind, words) = match words.first() {
+        Some(first) if TYPES.contains(first) => (Some(*first), &words[1..]),
+        _ => (None, &words[..]),
+    };
+    if matches!(kind, Some("local" | "broadcast" | "anycast" | "multicast")) {
+        return None;
+    }
+    let destination = destination(words.first()?, rest.contains(':'))?;
+    if deleted {
+        return Some(RouteChange::Deleted(destination));
+    }
+    let gateway = words
+        .windows(2)
+        .find(|w| w[0] == "via")
+        .and_then(|w| w[1].parse().ok());
+    Some(RouteChange::Added(destination, gateway))
+}
+
+/// A destination as `ip` prints it: `default`, `10.0.0.0/8`, or an address alone (a host
+/// route).
+fn destination(word: &str, v6: bool) -> Option<IpNet> {
+    if word == "default" {
+        return if v6 { "::/0" } else { "0.0.0.0/0" }.parse().ok();
+    }
+    word.parse::<IpNet>()
+        .ok()
+        .or_else(|| word.parse::<IpAddr>().ok().map(IpNet::from))
+}
+
+/// Whether `table` sends `address` via `gateway`: its longest matching route does.
+fn routes_via(table: &Table, address: IpAddr, gateway: IpAddr) -> bool {
+    table
+        .iter()
+        .filter(|(net, _)| net.contains(&address))
+        .max_by_key(|(net, _)| net.prefix_len())
+        .is_some_and(|(_, via)| *via == Some(gateway))
+}
+
+/// A host's main table now (`ip -j route show`, both families).
+fn table_of(netns: &str) -> anyhow::Result<Table> {
+    let mut table = Table::new();
+    for family in ["-4", "-6"] {
+        let out = sh::ip(&["-n", netns, family, "-j", "route", "show"])?;
+        let routes: serde_json::Value = serde_json::from_str(&out)?;
+        for route in routes.as_array().into_iter().flatten() {
+            let dst = route["dst"].as_str().unwrap_or_default();
+            let Some(net) = destination(dst, family == "-6") else {
+                continue;
+            };
+            let gateway = route["gateway"].as_str().and_then(|g| g.parse().ok());
+            table.insert(net, gateway);
+        }
+    }
+    Ok(table)
+}
+
+/// Follows every host's routes with `ip monitor route` (one process per host), and keeps,
+/// for each flow, when one of its hosts did not route the other end via that end's host: a
+/// BGP route withdrawal window, to the moment the kernel said so.
 #[derive(Debug)]
 pub struct RouteMonitor {
-    stop: Arc<AtomicBool>,
+    monitors: Vec<std::process::Child>,
     thread: std::thread::JoinHandle<Vec<Window>>,
 }
 
-pub const MONITOR_EVERY: Duration = Duration::from_millis(200);
-
 impl RouteMonitor {
     pub fn start(lab: &Lab, flows: &[Flow]) -> anyhow::Result<RouteMonitor> {
-        // (the host that routes, the host that owns the address, the address)
-        let mut watched = Vec::new();
+        // (the host that routes, the address, the gateway it must go through)
+        let mut watched: Vec<(usize, IpAddr, IpAddr)> = Vec::new();
+        let index = |name: &str| lab.hosts.iter().position(|h| h.name == name);
         for flow in flows {
-            let client = lab.host(&flow.client.host)?.clone();
-            let server = lab.host(&flow.server.host)?.clone();
-            watched.push((client.clone(), server.clone(), flow.to.ip()));
-            let back = first_of_family(&flow.client, flow.to.ip())?;
-            watched.push((server, client, back));
+            let client = index(&flow.client.host).context("the flow's client host")?;
+            let server = index(&flow.server.host).context("the flow's server host")?;
+            let to = flow.to.ip();
+            let back = first_of_family(&flow.client, to)?;
+            let gateway = |host: usize| match to {
+                IpAddr::V4(_) => IpAddr::V4(lab.hosts[host].ip),
+                IpAddr::V6(_) => IpAddr::V6(lab.hosts[host].ip6),
+            };
+            watched.push((client, to, gateway(server)));
+            watched.push((server, back, gateway(client)));
         }
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
+        let (sender, changes) = std::sync::mpsc::channel::<(u64, usize, RouteChange)>();
+        let mut monitors = Vec::new();
+        for (i, host) in lab.hosts.iter().enumerate() {
+            let mut child = std::process::Command::new("ip")
+                .args(["-n", &host.netns, "monitor", "route"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("cannot run ip monitor route")?;
+            let stdout = child.stdout.take().context("ip monitor's output")?;
+            let sender = sender.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    if let Some(change) = route_change(&line) {
+                        let _ = sender.send((unix_ms(), i, change));
+                    }
+                }
+            });
+            monitors.push(child);
+        }
+        drop(sender);
+        // The tables after the monitors started: a change in between is applied twice, which
+        // does no harm.
+        let mut tables: Vec<Table> = lab
+            .hosts
+            .iter()
+            .map(|h| table_of(&h.netns))
+            .collect::<anyhow::Result<_>>()?;
+        let names: Vec<String> = lab.hosts.iter().map(|h| h.name.clone()).collect();
         let thread = std::thread::spawn(move || {
             let mut open: Vec<Option<u64>> = vec![None; watched.len()];
             let mut windows = Vec::new();
-            while !stopped.load(Ordering::Relaxed) {
-                for (i, (host, owner, address)) in watched.iter().enumerate() {
-                    let now = unix_ms();
-                    match (ready::routes_now(host, owner, *address), open[i]) {
-                        (false, None) => open[i] = Some(now),
+            let mut judge = |tables: &[Table], now: u64, windows: &mut Vec<Window>| {
+                for (w, &(host, address, gateway)) in watched.iter().enumerate() {
+                    match (routes_via(&tables[host], address, gateway), open[w]) {
+                        (false, None) => open[w] = Some(now),
                         (true, Some(from_ms)) => {
-                            open[i] = None;
+                            open[w] = None;
                             windows.push(Window {
-                                host: host.name.clone(),
-                                address: *address,
+                                host: names[host].clone(),
+                                address,
                                 from_ms,
                                 to_ms: now,
                             });
@@ -134,27 +255,38 @@ impl RouteMonitor {
                         _ => {}
                     }
                 }
-                std::thread::sleep(MONITOR_EVERY);
+            };
+            judge(&tables, unix_ms(), &mut windows);
+            for (at, host, change) in changes {
+                match change {
+                    RouteChange::Added(net, via) => tables[host].insert(net, via),
+                    RouteChange::Deleted(net) => tables[host].remove(&net),
+                };
+                judge(&tables, at, &mut windows);
             }
+            // The monitors were stopped: whatever is still open ends now.
             let now = unix_ms();
-            for (i, from) in open.iter().enumerate() {
-                if let Some(from_ms) = from {
+            for (w, from) in open.iter().enumerate() {
+                if let Some(from_ms) = *from {
                     windows.push(Window {
-                        host: watched[i].0.name.clone(),
-                        address: watched[i].2,
-                        from_ms: *from_ms,
+                        host: names[watched[w].0].clone(),
+                        address: watched[w].1,
+                        from_ms,
                         to_ms: now,
                     });
                 }
             }
             windows
         });
-        Ok(RouteMonitor { stop, thread })
+        Ok(RouteMonitor { monitors, thread })
     }
 
-    /// Stops polling; every window seen (one still open ends now).
-    pub fn finish(self) -> Vec<Window> {
-        self.stop.store(true, Ordering::Relaxed);
+    /// Stops following; every window seen (one still open ends now).
+    pub fn finish(mut self) -> Vec<Window> {
+        for monitor in &mut self.monitors {
+            let _ = monitor.kill();
+            let _ = monitor.wait();
+        }
         self.thread.join().unwrap_or_default()
     }
 }
@@ -187,9 +319,10 @@ pub struct FlowSummary {
     pub slow: usize,
 }
 
-/// How long before and after a window an echo still counts as in it: the monitor sees a
-/// route only every [`MONITOR_EVERY`], and TCP sends again only after its timeout.
-pub const WINDOW_MARGIN_MS: u64 = 1000;
+/// How long before and after a window an echo still counts as in it: TCP sends a segment
+/// again only after its timeout (200 ms at least), and the monitor's clock reads a change a
+/// little after the kernel made it.
+pub const WINDOW_MARGIN_MS: u64 = 500;
 
 /// Judges a flow: each echo that lost a segment either overlaps a window of one of the
 /// flow's routes (either direction) or counts as lost to our restarts.
@@ -250,6 +383,70 @@ mod tests {
     }
 
     #[test]
+    fn route_monitor_lines_are_read_and_the_longest_match_decides() {
+        let add = |net: &str, via: Option<&str>| {
+            RouteChange::Added(net.parse().unwrap(), via.map(|v| v.parse().unwrap()))
+        };
+        let lines = [
+            (
+                "10.65.213.0/26 via 10.99.0.13 dev eth0 proto bird metric 32 ",
+                Some(add("10.65.213.0/26", Some("10.99.0.13"))),
+            ),
+            (
+                "Deleted 10.65.213.0/26 via 10.99.0.13 dev eth0 proto bird metric 32 ",
+                Some(RouteChange::Deleted("10.65.213.0/26".parse().unwrap())),
+            ),
+            (
+                "blackhole 10.65.174.128/26 proto bird metric 32 ",
+                Some(add("10.65.174.128/26", None)),
+            ),
+            (
+                "fd00:65::ca48:1ed0:f81d:41c0/122 via fd00:99::12 dev eth0 proto bird metric 32 pref medium",
+                Some(add("fd00:65::ca48:1ed0:f81d:41c0/122", Some("fd00:99::12"))),
+            ),
+            (
+                "10.65.174.130 dev cali65fe0fa3685 proto 80 scope link ",
+                Some(add("10.65.174.130/32", None)),
+            ),
+            (
+                "default via fd00:99::1 dev eth0 metric 1024 pref medium",
+                Some(add("::/0", Some("fd00:99::1"))),
+            ),
+            (
+                "local fe80::d814:2ff:fe64:5a77 dev cali65fe0fa3685 table local proto kernel metric 0 pref medium",
+                None,
+            ),
+            (
+                "multicast ff00::/8 dev cali65fe0fa3685 table local proto kernel metric 256 pref medium",
+                None,
+            ),
+        ];
+        for (line, expected) in lines {
+            assert_eq!(route_change(line), expected, "{line}");
+        }
+        let mut table = Table::new();
+        table.insert(
+            "0.0.0.0/0".parse().unwrap(),
+            Some("10.99.0.1".parse().unwrap()),
+        );
+        let (address, host3) = (
+            "10.65.213.5".parse().unwrap(),
+            "10.99.0.13".parse().unwrap(),
+        );
+        assert!(
+            !routes_via(&table, address, host3),
+            "only the default route"
+        );
+        table.insert("10.65.213.0/26".parse().unwrap(), Some(host3));
+        assert!(routes_via(&table, address, host3));
+        table.insert("10.65.213.4/30".parse().unwrap(), None);
+        assert!(
+            !routes_via(&table, address, host3),
+            "a longer blackhole wins"
+        );
+    }
+
+    #[test]
     fn lost_echoes_are_blamed_on_a_window_only_when_they_overlap_one_of_the_flows_routes() {
         let flow = Flow {
             client: workload("c", "host1", "10.65.0.1"),
@@ -276,7 +473,7 @@ mod tests {
             max_gap_ms: 3000,
             late: vec![
                 echo(13_500, 3000, 3), // inside the first window
-                echo(14_800, 200, 1),  // just after it, within the margin
+                echo(14_300, 200, 1),  // just after it, within the margin
                 echo(49_500, 300, 1),  // just before the second
                 echo(92_000, 400, 2),  // during host3's window only: ours
                 echo(120_000, 700, 0), // slow, nothing lost

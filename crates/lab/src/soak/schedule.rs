@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use crate::rng::Rng;
+
 /// A process the soak kills with SIGKILL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -107,59 +109,27 @@ impl Rates {
     }
 }
 
-/// A small deterministic generator (SplitMix64): the plan must not change with a library's
-/// version.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    /// Uniform in `[low, high]`.
-    fn between(&mut self, low: Duration, high: Duration) -> Duration {
-        let (low, high) = (low.as_millis() as u64, high.as_millis() as u64);
-        Duration::from_millis(low + self.below(high.saturating_sub(low) + 1))
-    }
-
-    /// Half to one and a half times `mean`.
-    fn around(&mut self, mean: Duration) -> Duration {
-        self.between(mean / 2, mean * 3 / 2)
-    }
-}
-
 /// The plan, in time order. Everything stopped, killed or cut off is brought back by the end.
 pub fn plan(rates: &Rates) -> Vec<Step> {
     let mut steps = Vec::new();
     let end = rates.duration;
-    kills(rates, &mut Rng(rates.seed ^ 0x6b69_6c6c), &mut steps);
-    let partitions = partitions(rates, &mut Rng(rates.seed ^ 0x7061_7274), &mut steps);
+    kills(rates, &mut Rng::derive(rates.seed, 1), &mut steps);
+    let partitions = partitions(rates, &mut Rng::derive(rates.seed, 2), &mut steps);
     if rates.members >= 3 {
-        let mut rng = Rng(rates.seed ^ 0x6d65_6d62);
+        let mut rng = Rng::derive(rates.seed, 3);
         let mut at = rng.around(rates.member_every);
         while at < end {
-            let member = rng.below(rates.members as u64) as usize;
+            let member = rng.below(rates.members);
             let back = (at + rng.between(Duration::from_secs(2), rates.max_member_down)).min(end);
-            steps.push(Step {
-                at,
-                action: Action::StopMember { member },
-            });
-            steps.push(Step {
-                at: back,
-                action: Action::StartMember { member },
-            });
+            outage(
+                &mut steps,
+                (at, Action::StopMember { member }),
+                (back, Action::StartMember { member }),
+            );
             at = back + rng.around(rates.member_every);
         }
     }
-    let mut rng = Rng(rates.seed ^ 0x6368_7572);
+    let mut rng = Rng::derive(rates.seed, 4);
     let mut at = rng.around(rates.churn_every);
     while at < end {
         let action = match rng.below(10) {
@@ -172,14 +142,20 @@ pub fn plan(rates: &Rates) -> Vec<Step> {
                 };
                 let free: Vec<usize> = (0..rates.hosts).filter(|&h| !cut(h)).collect();
                 match free.is_empty() {
-                    true => Action::EditPolicy { pick: rng.next() },
+                    true => Action::EditPolicy {
+                        pick: rng.next_u64(),
+                    },
                     false => Action::AddWorkload {
-                        host: free[rng.below(free.len() as u64) as usize],
+                        host: *rng.pick(&free),
                     },
                 }
             }
-            4..=6 => Action::RemoveWorkload { pick: rng.next() },
-            _ => Action::EditPolicy { pick: rng.next() },
+            4..=6 => Action::RemoveWorkload {
+                pick: rng.next_u64(),
+            },
+            _ => Action::EditPolicy {
+                pick: rng.next_u64(),
+            },
         };
         steps.push(Step { at, action });
         at += rng.around(rates.churn_every);
@@ -188,13 +164,25 @@ pub fn plan(rates: &Rates) -> Vec<Step> {
     steps
 }
 
+/// Something taken away at one time and given back at another.
+fn outage(steps: &mut Vec<Step>, down: (Duration, Action), up: (Duration, Action)) {
+    steps.push(Step {
+        at: down.0,
+        action: down.1,
+    });
+    steps.push(Step {
+        at: up.0,
+        action: up.1,
+    });
+}
+
 /// Kills at random hosts: Felix, calico-node or BIRD; a killed Felix or calico-node starts
 /// again after up to `max_down`, and is not killed again while it is down.
 fn kills(rates: &Rates, rng: &mut Rng, steps: &mut Vec<Step>) {
     let mut back_at = vec![[Duration::ZERO; 2]; rates.hosts];
     let mut at = rng.around(rates.kill_every);
     while at < rates.duration && rates.hosts > 0 {
-        let host = rng.below(rates.hosts as u64) as usize;
+        let host = rng.below(rates.hosts);
         let process = match rng.below(10) {
             0..=3 => Process::Felix,
             4..=6 => Process::Node,
@@ -232,16 +220,13 @@ fn partitions(
     let mut cuts = Vec::new();
     let mut at = rng.around(rates.partition_every);
     while at + rates.min_partition <= rates.duration && rates.hosts > 0 {
-        let host = rng.below(rates.hosts as u64) as usize;
+        let host = rng.below(rates.hosts);
         let heal = (at + rng.between(rates.min_partition, rates.max_partition)).min(rates.duration);
-        steps.push(Step {
-            at,
-            action: Action::Partition { host },
-        });
-        steps.push(Step {
-            at: heal,
-            action: Action::Heal { host },
-        });
+        outage(
+            steps,
+            (at, Action::Partition { host }),
+            (heal, Action::Heal { host }),
+        );
         cuts.push((host, at, heal));
         at = heal + rng.around(rates.partition_every);
     }

@@ -14,6 +14,7 @@ use calico_datastore::{Datastore, EtcdDatastore};
 use crate::check::probe_from;
 use crate::probe::Target;
 use crate::processes::{self, sibling_binary};
+use crate::rng::Rng;
 use crate::sh;
 use crate::state::{Lab, SERVED_PORTS};
 use crate::topology::{lab_namespaces, netns_pids};
@@ -155,13 +156,8 @@ pub async fn sampled_flows(
     seed: u64,
     samples: usize,
 ) -> anyhow::Result<(usize, Vec<String>)> {
-    let mut state = seed | 1;
-    let mut next = |n: usize| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state % n as u64) as usize
-    };
+    let mut rng = Rng::derive(seed, 5);
+    let mut next = |n: usize| rng.below(n);
     let mut mismatches = Vec::new();
     let count = lab.workloads.len();
     if count < 2 {

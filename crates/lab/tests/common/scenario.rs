@@ -9,38 +9,12 @@ use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::process::{Command, Output};
 
+pub use calico_lab::rng::Rng;
 use calico_lab::state::SERVED_PORTS;
 use calico_lab::{Lab, sh};
 use serde_json::{Value, json};
 
 use crate::common::TestLab;
-
-/// SplitMix64: small, seedable, good enough to pick test inputs.
-pub struct Rng(u64);
-
-impl Rng {
-    /// An independent stream for one part (`stream`) of one seed's run.
-    pub fn derive(seed: u64, stream: u64) -> Rng {
-        let mut mixer = Rng(seed ^ stream.wrapping_mul(0xd1b5_4a32_d192_ed03));
-        Rng(mixer.next())
-    }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
 
 pub struct Workload {
     pub name: &'static str,
