@@ -29,7 +29,7 @@ use std::sync::Arc;
 use calico_model::Key;
 use calico_model::policy::Policy;
 
-use crate::cluster::{Applied, Cluster, EndpointKey};
+use crate::cluster::{Applied, Cluster, EndpointChange, EndpointKey, ProfileList};
 use crate::desired::applies;
 use crate::desired::{
     DesiredState, EndpointProgram, IpSetSource, PolicyId, Rules, TierProgram, interfaces_holding,
@@ -45,7 +45,7 @@ mod policies;
 mod profiles;
 mod selectors;
 
-use endpoints::{Endpoints, expand};
+use endpoints::Endpoints;
 use ipsets::{IpSetIndex, Out, rule_sources};
 use policies::Policies;
 use profiles::ProfileUsers;
@@ -53,19 +53,19 @@ use profiles::ProfileUsers;
 /// What the calculator reads of an endpoint just stored (copied out of the cluster so that the
 /// calculator can update its own indexes meanwhile).
 struct Stored {
-    /// Its number, if it had one.
-    id: Option<u32>,
+    /// Its number (the cluster's).
+    id: u32,
     labels: crate::labels::LabelSet,
     addresses: Vec<IpAddr>,
     /// Its profiles, if they are not those recorded.
-    profile_ids: Option<Vec<String>>,
+    profile_ids: Option<ProfileList>,
 }
 
 impl Stored {
-    fn of(endpoint: &crate::cluster::Endpoint, key: &EndpointKey, known: &Endpoints) -> Stored {
-        let id = known.id(key);
-        let listed = id.map(|id| known[id].profiles.iter().map(|p| &**p));
-        let same = listed.is_some_and(|l| l.eq(endpoint.profile_ids.iter().map(String::as_str)));
+    fn of(id: u32, endpoint: &crate::cluster::Endpoint, known: &Endpoints) -> Stored {
+        let listed = known.get(id).map(|slot| &slot.profiles);
+        let same = listed
+            .is_some_and(|l| Arc::ptr_eq(l, &endpoint.profile_ids) || **l == *endpoint.profile_ids);
         Stored {
             id,
             labels: endpoint.labels.clone(),
@@ -173,7 +173,7 @@ impl Calculator {
             .filter(|key| {
                 self.cluster
                     .endpoints
-                    .get(*key)
+                    .get(key)
                     .is_some_and(|e| e.interface.is_none())
             })
             .cloned()
@@ -210,12 +210,14 @@ impl Calculator {
             _ => None,
         };
         if let Some(endpoint) = endpoint {
-            let (applied, stored) = self.cluster.apply_stored(parsed, value);
-            let stored = stored.map(|e| Stored::of(e, &endpoint, &self.endpoints));
-            match (&applied, stored) {
-                (Applied::Ignored, _) => {}
-                (_, Some(stored)) => self.refresh_endpoint(&endpoint, stored),
-                (_, None) => self.endpoint_removed(&endpoint),
+            let (applied, change) = self.cluster.apply_stored(parsed, value);
+            match change {
+                EndpointChange::Stored(id, stored) => {
+                    let stored = Stored::of(id, stored, &self.endpoints);
+                    self.refresh_endpoint(&endpoint, stored);
+                }
+                EndpointChange::Removed(id) => self.endpoint_removed(&endpoint, id),
+                EndpointChange::None => {}
             }
             return applied;
         }
@@ -257,10 +259,8 @@ impl Calculator {
     /// from the endpoints as they now are, this one included.
     fn refresh_endpoint(&mut self, key: &EndpointKey, endpoint: Stored) {
         let local = key.hostname() == self.hostname;
-        let id = match endpoint.id {
-            Some(id) => id,
-            None => self.endpoints.insert(key, local),
-        };
+        let id = endpoint.id;
+        self.endpoints.insert(id, local);
         let swapped = endpoint
             .profile_ids
             .map(|profiles| self.users.set(&mut self.endpoints, id, &profiles));
@@ -282,7 +282,7 @@ impl Calculator {
             self.swap_profile_refs(key, &old, &new);
         }
         if self.is_local(key) {
-            let matches = self.matching_policies(key);
+            let matches = self.matching_policies(key, id);
             self.set_matches(key, matches);
             self.rebuild_program(key);
         }
@@ -302,11 +302,14 @@ impl Calculator {
         }
     }
 
-    fn endpoint_removed(&mut self, key: &EndpointKey) {
-        if let Some(id) = self.endpoints.id(key) {
-            let (old, new) = self.users.set(&mut self.endpoints, id, &[]);
+    /// Endpoint `key` is gone from the cluster, which had numbered it `id`.
+    fn endpoint_removed(&mut self, key: &EndpointKey, id: Option<u32>) {
+        if let Some(id) = id.filter(|id| self.endpoints.get(*id).is_some()) {
+            let (old, new) = self
+                .users
+                .set(&mut self.endpoints, id, &ProfileList::from([]));
             self.swap_profile_refs(key, &old, &new);
-            self.endpoints.remove(key);
+            self.endpoints.remove(id);
             let out = Out {
                 sets: &mut self.state.ipsets,
                 changed: &mut self.changes.ipsets,
@@ -323,8 +326,8 @@ impl Calculator {
     }
 
     /// Every policy whose selector matches a local endpoint.
-    fn matching_policies(&self, key: &EndpointKey) -> BTreeSet<PolicyId> {
-        let labels = self.endpoints.labels(key).expect("a numbered endpoint");
+    fn matching_policies(&self, key: &EndpointKey, id: u32) -> BTreeSet<PolicyId> {
+        let labels = self.endpoints.labels(id).expect("a numbered endpoint");
         let host = matches!(key, EndpointKey::Host(_));
         self.policies.matching(labels, host)
     }
@@ -356,11 +359,11 @@ impl Calculator {
             active: endpoint.active,
             tiers: self.tier_programs(matches, false),
             untracked_tiers: self.tier_programs(matches, true),
-            profiles: endpoint.profile_ids.clone(),
+            profiles: endpoint.profile_ids.iter().map(|p| p.to_string()).collect(),
             missing_profile: endpoint.profile_ids.iter().any(|id| {
                 self.cluster
                     .profiles
-                    .get(id)
+                    .get(&**id)
                     .is_none_or(|p| p.rules.is_none())
             }),
             addresses: endpoint.addresses.clone(),
@@ -433,25 +436,30 @@ impl Calculator {
             changed: &mut self.changes.ipsets,
         };
         self.ipsets.update_sets(id, &wanted, out);
-        let local = slot.local.then(|| expand(&slot.key));
+        let local = slot.local.then(|| self.key_of(id));
         self.endpoints.set_labels(id, labels);
         if let Some(key) = local {
-            let matches = self.matching_policies(&key);
+            let matches = self.matching_policies(&key, id);
             self.set_matches(&key, matches);
             self.rebuild_program(&key);
         }
     }
 
-    /// The keys of the endpoints listing a profile.
-    fn users(&self, profile: &str) -> Vec<EndpointKey> {
-        let users = self.users.of(profile);
-        let slots = users.filter_map(|id| self.endpoints.get(id));
-        slots.map(|slot| expand(&slot.key)).collect()
+    /// The key of endpoint `id` (numbered by the cluster).
+    fn key_of(&self, id: u32) -> EndpointKey {
+        let (key, _) = self
+            .cluster
+            .endpoints
+            .get_by_id(id)
+            .expect("a numbered endpoint");
+        key.clone()
     }
 
+    /// The keys of the local endpoints listing a profile.
     fn local_users(&self, profile: &str) -> Vec<EndpointKey> {
-        let users = self.users(profile).into_iter();
-        users.filter(|key| self.is_local(key)).collect()
+        let users = self.users.of(profile);
+        let local = users.filter(|id| self.endpoints.get(*id).is_some_and(|slot| slot.local));
+        local.map(|id| self.key_of(id)).collect()
     }
 
     fn tier_changed(&mut self, tier: &str) {
@@ -479,14 +487,17 @@ impl Calculator {
         // applies to, before or after, are touched (at 1,000 local endpoints, cloning every key
         // for each policy of a snapshot was a tenth of start-up).
         let endpoints = &self.endpoints;
+        let numbers = &self.cluster.endpoints;
         let touched: Vec<(EndpointKey, bool, bool)> = self
             .local_matches
             .iter()
             .filter_map(|(key, matched)| {
                 let host = matches!(key, EndpointKey::Host(_));
-                let now = policy
-                    .as_ref()
-                    .is_some_and(|p| applies(p, host, endpoints.labels(key).expect("numbered")));
+                let labels = || {
+                    let id = numbers.id(key).expect("a local endpoint is in the cluster");
+                    endpoints.labels(id).expect("numbered")
+                };
+                let now = policy.as_ref().is_some_and(|p| applies(p, host, labels()));
                 let had = matched.contains(id);
                 (now || had).then(|| (key.clone(), now, had))
             })
@@ -666,8 +677,8 @@ impl Calculator {
         };
         match self.ipsets.source(number) {
             IpSetSource::Tag(tag) => {
-                let endpoint = self.cluster.endpoints.get(&expand(&slot.key));
-                endpoint.is_some_and(|e| self.cluster.has_tag(e, tag))
+                let endpoint = self.cluster.endpoints.get_by_id(id);
+                endpoint.is_some_and(|(_, e)| self.cluster.has_tag(e, tag))
             }
             IpSetSource::Selector(selector) => selector.evaluate(&slot.labels),
         }

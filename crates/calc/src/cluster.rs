@@ -4,9 +4,9 @@
 //! does not log, so each invalid update is logged exactly once), so a workload with bad config fails closed and is picked up again once
 //! its config is fixed.
 
-use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use calico_model::endpoint::{EndpointState, HostEndpoint, WorkloadEndpoint};
 use calico_model::key::{HostEndpointId, Key, WorkloadEndpointId};
@@ -16,7 +16,12 @@ use calico_model::profile::ProfileRules;
 use calico_model::{Value, parse_value};
 use ipnet::IpNet;
 
+use crate::calculator::ids::FxBuild;
 use crate::labels::{Interner, LabelSet};
+
+mod store;
+
+pub use store::EndpointMap;
 
 /// Which endpoint: a workload's interface or a host's.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -56,7 +61,8 @@ pub struct Endpoint {
     pub interface: Option<String>,
     /// Inactive workload endpoints pass no traffic.
     pub active: bool,
-    pub profile_ids: Vec<String>,
+    /// Its profiles, in order (shared with every endpoint listing the same).
+    pub profile_ids: ProfileList,
     pub labels: LabelSet,
     /// The addresses rules resolve tags and selectors to: a workload's `ipv4_nets` /
     /// `ipv6_nets`, a host endpoint's `expected_ipvX_addrs`.
@@ -69,14 +75,55 @@ pub struct Endpoint {
     pub nat: Vec<(IpAddr, IpAddr)>,
 }
 
+/// The profiles an endpoint lists, in order: one shared copy per distinct list (a cluster has
+/// far fewer distinct lists than endpoints).
+pub type ProfileList = Arc<[Arc<str>]>;
+
+/// What a new endpoint may share with the one it replaces (or with every other endpoint): its
+/// label strings and sets, and its list of profiles. A relabel changes one label of several, so
+/// most of an update is found in the old endpoint without a lookup.
+struct Sharing<'a> {
+    interner: &'a mut Interner,
+    lists: &'a mut HashSet<ProfileList, FxBuild>,
+    old: Option<&'a Endpoint>,
+}
+
+impl Sharing<'_> {
+    fn labels(&mut self, labels: &BTreeMap<String, String>) -> LabelSet {
+        match self.old {
+            Some(old) => self.interner.labels_like(labels, &old.labels),
+            None => self.interner.labels(labels),
+        }
+    }
+
+    fn profiles(&mut self, ids: &[String]) -> ProfileList {
+        if let Some(old) = self.old
+            && old
+                .profile_ids
+                .iter()
+                .map(|p| &**p)
+                .eq(ids.iter().map(String::as_str))
+        {
+            return old.profile_ids.clone();
+        }
+        let list: Vec<Arc<str>> = ids.iter().map(|id| self.interner.intern(id)).collect();
+        if let Some(shared) = self.lists.get(list.as_slice()) {
+            return shared.clone();
+        }
+        let shared: ProfileList = list.into();
+        self.lists.insert(shared.clone());
+        shared
+    }
+}
+
 impl Endpoint {
-    fn workload(wep: &WorkloadEndpoint, interner: &mut Interner) -> Endpoint {
+    fn workload(wep: &WorkloadEndpoint, mut sharing: Sharing<'_>) -> Endpoint {
         let nets = wep.ipv4_nets.iter().chain(&wep.ipv6_nets);
         Endpoint {
             interface: Some(wep.name.clone()),
             active: wep.state == EndpointState::Active,
-            profile_ids: wep.profile_ids.clone(),
-            labels: interner.labels(&wep.labels),
+            profile_ids: sharing.profiles(&wep.profile_ids),
+            labels: sharing.labels(&wep.labels),
             addresses: nets.map(|net| net.addr()).collect(),
             mac: wep.mac.map(|m| m.0),
             nat: wep
@@ -88,7 +135,7 @@ impl Endpoint {
         }
     }
 
-    fn host(hep: &HostEndpoint, interner: &mut Interner) -> Endpoint {
+    fn host(hep: &HostEndpoint, mut sharing: Sharing<'_>) -> Endpoint {
         let addrs = hep
             .expected_ipv4_addrs
             .iter()
@@ -96,8 +143,8 @@ impl Endpoint {
         Endpoint {
             interface: hep.name.clone(),
             active: true,
-            profile_ids: hep.profile_ids.clone(),
-            labels: interner.labels(&hep.labels),
+            profile_ids: sharing.profiles(&hep.profile_ids),
+            labels: sharing.labels(&hep.labels),
             addresses: addrs.copied().collect(),
             mac: None,
             nat: Vec::new(),
@@ -132,6 +179,17 @@ pub struct Tier {
     pub policies: BTreeMap<String, Policy>,
 }
 
+/// What an update did to the cluster's endpoints.
+#[derive(Debug)]
+pub(crate) enum EndpointChange<'a> {
+    /// Not an endpoint, or ignored.
+    None,
+    /// Stored (added or replaced) under this number.
+    Stored(u32, &'a Endpoint),
+    /// Removed (or invalid); the number it had, if it was there.
+    Removed(Option<u32>),
+}
+
 /// What an update did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Applied {
@@ -146,14 +204,17 @@ pub enum Applied {
 /// Every object policy depends on, cluster-wide.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cluster {
-    pub endpoints: BTreeMap<EndpointKey, Endpoint>,
+    /// By key and by number ([`EndpointMap`]).
+    pub endpoints: EndpointMap,
     pub profiles: BTreeMap<String, Profile>,
     pub tiers: BTreeMap<String, Tier>,
     /// IP pools by CIDR: addresses in them are Calico's, and masquerading pools NAT traffic
     /// leaving for anywhere outside every pool.
     pub pools: BTreeMap<IpNet, IpPool>,
-    /// Shares label names and values between endpoints.
+    /// Shares label names and values, and profile ids, between endpoints.
     interner: Interner,
+    /// Shares lists of profiles between endpoints.
+    lists: HashSet<ProfileList, FxBuild>,
     /// Updates since the interner was last purged.
     since_purge: usize,
 }
@@ -183,34 +244,36 @@ impl Cluster {
         self.apply_stored(key, value).0
     }
 
-    /// [`Cluster::apply_owned`], also returning the endpoint an endpoint key now holds (the
-    /// calculator reads it without a second lookup by a key of four strings).
+    /// [`Cluster::apply_owned`], also returning the endpoint an endpoint key now holds, with
+    /// its number (the calculator reads it without a second lookup).
     pub(crate) fn apply_stored(
         &mut self,
         key: Key,
         value: Option<&str>,
-    ) -> (Applied, Option<&Endpoint>) {
+    ) -> (Applied, EndpointChange<'_>) {
         let parsed = &key;
         if !self.uses(parsed) {
-            return (Applied::Ignored, None);
+            return (Applied::Ignored, EndpointChange::None);
         }
         self.since_purge += 1;
         if self.since_purge >= PURGE_EVERY {
+            // Lists first: a list nobody else holds holds its strings.
+            self.lists.retain(|list| Arc::strong_count(list) > 1);
             self.interner.purge();
             self.since_purge = 0;
         }
         let Some(raw) = value else {
-            self.remove(parsed);
-            return (Applied::Changed, None);
+            let removed = self.remove(parsed);
+            return (Applied::Changed, removed);
         };
         match parse_value(parsed, raw) {
             Ok(value) => (Applied::Changed, self.store(key, value)),
             Err(error) => {
                 // Not logged here: the caller writes the one WARNING line
                 // (`calico_model::invalid_warning`), so each invalid update is logged once.
-                self.remove(parsed);
+                let removed = self.remove(parsed);
                 let reason = error.to_string();
-                (Applied::Invalid { reason }, None)
+                (Applied::Invalid { reason }, removed)
             }
         }
     }
@@ -229,29 +292,34 @@ impl Cluster {
         )
     }
 
-    /// Stores a value; returns the endpoint stored, for an endpoint.
-    fn store(&mut self, key: Key, value: Value) -> Option<&Endpoint> {
-        let (key, endpoint) = match (key, value) {
-            (Key::WorkloadEndpoint(id), Value::WorkloadEndpoint(wep)) => (
-                EndpointKey::Workload(id),
-                Endpoint::workload(&wep, &mut self.interner),
-            ),
-            (Key::HostEndpoint(id), Value::HostEndpoint(hep)) => (
-                EndpointKey::Host(id),
-                Endpoint::host(&hep, &mut self.interner),
-            ),
-            (key, value) => {
+    /// Stores a value; returns the endpoint stored and its number, for an endpoint.
+    fn store(&mut self, key: Key, value: Value) -> EndpointChange<'_> {
+        let key = match key {
+            Key::WorkloadEndpoint(id) => EndpointKey::Workload(id),
+            Key::HostEndpoint(id) => EndpointKey::Host(id),
+            key => {
                 self.store_other(key, value);
-                return None;
+                return EndpointChange::None;
             }
         };
-        Some(match self.endpoints.entry(key) {
-            Entry::Occupied(mut entry) => {
-                entry.insert(endpoint);
-                entry.into_mut()
-            }
-            Entry::Vacant(entry) => entry.insert(endpoint),
-        })
+        let id = self.endpoints.id(&key);
+        let sharing = Sharing {
+            interner: &mut self.interner,
+            lists: &mut self.lists,
+            old: id
+                .and_then(|id| self.endpoints.get_by_id(id))
+                .map(|(_, e)| e),
+        };
+        let endpoint = match value {
+            Value::WorkloadEndpoint(wep) => Endpoint::workload(&wep, sharing),
+            Value::HostEndpoint(hep) => Endpoint::host(&hep, sharing),
+            _ => unreachable!("parse_value typed {key} by its key"),
+        };
+        let (id, endpoint) = match id {
+            Some(id) => (id, self.endpoints.replace(id, endpoint)),
+            None => self.endpoints.insert(key, endpoint),
+        };
+        EndpointChange::Stored(id, endpoint)
     }
 
     fn store_other(&mut self, key: Key, value: Value) {
@@ -282,13 +350,16 @@ impl Cluster {
         }
     }
 
-    fn remove(&mut self, key: &Key) {
+    /// Removes an object; for an endpoint, returns the number it had.
+    fn remove(&mut self, key: &Key) -> EndpointChange<'static> {
         match key {
             Key::WorkloadEndpoint(id) => {
-                self.endpoints.remove(&EndpointKey::Workload(id.clone()));
+                let key = EndpointKey::Workload(id.clone());
+                return EndpointChange::Removed(self.endpoints.remove(&key));
             }
             Key::HostEndpoint(id) => {
-                self.endpoints.remove(&EndpointKey::Host(id.clone()));
+                let key = EndpointKey::Host(id.clone());
+                return EndpointChange::Removed(self.endpoints.remove(&key));
             }
             Key::ProfileRules { profile } => self.edit_profile(profile, |p| p.rules = None),
             Key::ProfileTags { profile } => self.edit_profile(profile, |p| p.tags.clear()),
@@ -307,6 +378,7 @@ impl Cluster {
             }
             _ => {}
         }
+        EndpointChange::None
     }
 
     fn edit_profile(&mut self, id: &str, edit: impl FnOnce(&mut Profile)) {
@@ -333,7 +405,7 @@ impl Cluster {
         let mut layers = Vec::with_capacity(1 + endpoint.profile_ids.len());
         layers.push(&endpoint.labels);
         let profiles = endpoint.profile_ids.iter();
-        layers.extend(profiles.filter_map(|id| Some(&self.profiles.get(id)?.labels)));
+        layers.extend(profiles.filter_map(|id| Some(&self.profiles.get(&**id)?.labels)));
         LabelSet::layered(&layers)
     }
 
@@ -346,7 +418,7 @@ impl Cluster {
     pub fn has_tag(&self, endpoint: &Endpoint, tag: &str) -> bool {
         endpoint.profile_ids.iter().any(|id| {
             self.profiles
-                .get(id)
+                .get(&**id)
                 .is_some_and(|p| p.tags.iter().any(|t| t == tag))
         })
     }

@@ -186,7 +186,7 @@ pub fn desired_state(cluster: &Cluster, hostname: &str) -> DesiredState {
             active: endpoint.active,
             tiers: Vec::new(),
             untracked_tiers: Vec::new(),
-            profiles: endpoint.profile_ids.clone(),
+            profiles: endpoint.profile_ids.iter().map(|p| p.to_string()).collect(),
             missing_profile: false,
             addresses: endpoint.addresses.clone(),
             mac: endpoint.mac,
@@ -226,15 +226,15 @@ pub fn desired_state(cluster: &Cluster, hostname: &str) -> DesiredState {
                 });
             }
         }
-        for id in &endpoint.profile_ids {
-            match cluster.profiles.get(id).and_then(|p| p.rules.as_ref()) {
+        for id in endpoint.profile_ids.iter() {
+            match cluster.profiles.get(&**id).and_then(|p| p.rules.as_ref()) {
                 Some(rules) => {
                     let rules = Rules {
                         inbound: rules.inbound_rules.clone(),
                         outbound: rules.outbound_rules.clone(),
                         untracked: false,
                     };
-                    state.profiles.insert(id.clone(), rules);
+                    state.profiles.insert(id.to_string(), rules);
                 }
                 None => program.missing_profile = true,
             }

@@ -282,20 +282,23 @@ impl Evaluation<'_> {
     }
 
     fn profiles(&mut self, endpoint: &Endpoint, direction: Direction) -> (Verdict, Reason) {
-        let missing = endpoint
-            .profile_ids
-            .iter()
-            .find(|id| !self.cluster.profiles.get(*id).is_some_and(|p| p.exists()));
+        let missing = endpoint.profile_ids.iter().find(|id| {
+            !self
+                .cluster
+                .profiles
+                .get(&***id)
+                .is_some_and(|p| p.exists())
+        });
         if let Some(profile) = missing {
-            let profile = profile.clone();
+            let profile = profile.to_string();
             return (Verdict::Deny, Reason::MissingProfile { profile });
         }
-        for id in &endpoint.profile_ids {
-            let Some(rules) = self.cluster.profiles[id].rules.as_ref() else {
+        for id in endpoint.profile_ids.iter() {
+            let Some(rules) = self.cluster.profiles[&**id].rules.as_ref() else {
                 continue;
             };
             let source = RuleSource::Profile {
-                profile: id.clone(),
+                profile: id.to_string(),
             };
             self.trace.push(format!("{source}"));
             let rules = direction.rules(&rules.inbound_rules, &rules.outbound_rules);

@@ -6,7 +6,7 @@
 //! 64-bit filter of its names' [`label_key`]s, and a lookup whose key is not in the filter is
 //! answered with one AND, without comparing a string.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use calico_model::selector::{Labels, label_key};
@@ -63,6 +63,11 @@ impl LabelSet {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// How many labels.
+    pub fn len(&self) -> usize {
+        self.entries.len()
     }
 
     /// Labels over labels: on equal names the earliest layer wins. One allocation, however many
@@ -177,6 +182,42 @@ impl Interner {
         LabelSet::from_pairs(pairs)
     }
 
+    /// [`Interner::labels`] for labels replacing `like` (an endpoint's previous labels): names
+    /// and values equal to `like`'s are taken from it without a lookup, and when all are, the
+    /// set is `like` itself (no allocation). A relabel changes one label of several.
+    pub fn labels_like(&mut self, labels: &BTreeMap<String, String>, like: &LabelSet) -> LabelSet {
+        let mut old = like.iter().peekable();
+        let mut same = labels.len() == like.len();
+        let mut pairs = Vec::with_capacity(labels.len());
+        for (name, value) in labels {
+            // Both are in name order: skip the old names before this one.
+            while old.peek().is_some_and(|(n, _)| **n < **name) {
+                old.next();
+            }
+            let pair = match old.peek() {
+                Some((n, v)) if **n == **name => {
+                    let value = match **v == **value {
+                        true => v.clone(),
+                        false => {
+                            same = false;
+                            self.intern(value)
+                        }
+                    };
+                    (n.clone(), value)
+                }
+                _ => {
+                    same = false;
+                    (self.intern(name), self.intern(value))
+                }
+            };
+            pairs.push(pair);
+        }
+        match same {
+            true => like.clone(),
+            false => LabelSet::from_pairs(pairs),
+        }
+    }
+
     /// Forgets strings only the interner holds.
     pub fn purge(&mut self) {
         self.0.retain(|s| Arc::strong_count(s) > 1);
@@ -193,8 +234,6 @@ impl Interner {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use calico_model::selector::Selector;
 
     use super::*;
@@ -263,6 +302,22 @@ mod tests {
                     "{selector}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn labels_like_old_ones_equal_fresh_ones_and_share_what_did_not_change() {
+        let (_, maps) = random_maps();
+        let mut interner = Interner::default();
+        for pair in maps.windows(2) {
+            let old = interner.labels(&pair[0]);
+            let new = interner.labels_like(&pair[1], &old);
+            assert_eq!(new, interner.labels(&pair[1]));
+            let again = interner.labels_like(&pair[1], &new);
+            assert!(
+                Arc::ptr_eq(&again.entries, &new.entries),
+                "unchanged labels are shared"
+            );
         }
     }
 

@@ -9,7 +9,9 @@ pub mod explain;
 pub mod labels;
 
 pub use calculator::{Calculator, Changes};
-pub use cluster::{Applied, Cluster, Endpoint, EndpointKey, Profile, Tier};
+pub use cluster::{
+    Applied, Cluster, Endpoint, EndpointKey, EndpointMap, Profile, ProfileList, Tier,
+};
 pub use desired::{
     DesiredState, EndpointProgram, IpSet, IpSetSource, PolicyId, Rules, TierProgram, desired_state,
 };

@@ -139,12 +139,15 @@ mod tests {
         ])
     }
 
-    fn endpoints() -> BTreeMap<EndpointKey, Endpoint> {
-        BTreeMap::from([
+    /// The cluster's endpoints, in the store Felix passes.
+    fn endpoints() -> calico_calc::EndpointMap {
+        [
             workload("h1", &["10.65.1.1"]),
             workload("h2", &["10.65.2.1", "10.66.2.1", "fd00:65::2"]),
             workload("h3", &["10.65.3.1"]),
-        ])
+        ]
+        .into_iter()
+        .collect()
     }
 
     #[test]

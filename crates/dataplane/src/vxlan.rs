@@ -306,6 +306,7 @@ impl Vxlan {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use calico_calc::EndpointMap;
     use calico_model::endpoint::MacAddr;
     use calico_model::key::WorkloadEndpointId;
 
@@ -335,7 +336,7 @@ pub(crate) mod tests {
         let endpoint = Endpoint {
             interface: Some(format!("cali{name}")),
             active: true,
-            profile_ids: Vec::new(),
+            profile_ids: Default::default(),
             labels: Default::default(),
             addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),
             mac: None,
@@ -353,13 +354,16 @@ pub(crate) mod tests {
         ])
     }
 
-    fn endpoints() -> BTreeMap<EndpointKey, Endpoint> {
-        BTreeMap::from([
+    /// The cluster's endpoints, in the store Felix passes.
+    fn endpoints() -> EndpointMap {
+        [
             workload("h1", "a", &["10.65.1.1"]),
             workload("h2", "b", &["10.65.2.1", "fd00:65::2"]),
             workload("h3", "c", &["10.65.3.1", "10.66.3.1"]),
             workload("h4", "d", &["10.65.4.1"]),
-        ])
+        ]
+        .into_iter()
+        .collect()
     }
 
     fn net(text: &str) -> Ipv4Net {

@@ -8,7 +8,7 @@ mod corpus;
 
 use std::collections::BTreeMap;
 
-use calico_model::selector::Selector;
+use calico_model::selector::{Node, Selector, Tree};
 
 /// The seeds of the benchmarks: the same corpus.
 const SELECTOR_SEED: u64 = 0x5e1e_c705;
@@ -214,6 +214,78 @@ fn match_counts_agree_with_the_oracle() {
     // Neither almost nothing nor almost everything matches: the comparison means something.
     let share = total as f64 / (texts.len() * sets.len()) as f64;
     assert!((0.2..0.6).contains(&share), "{share}");
+}
+
+/// Evaluates the read-only tree (`Selector::tree`) directly, as a user of the view would.
+fn evaluate_tree(tree: Tree<'_>, labels: &Labels) -> bool {
+    let get = |label: &str| labels.get(label).map(String::as_str);
+    match tree.node() {
+        Node::All => true,
+        Node::Equals { label, value } => get(label) == Some(value),
+        Node::NotEquals { label, value } => get(label) != Some(value),
+        Node::In { label, values } => get(label).is_some_and(|v| values.iter().any(|m| m == v)),
+        Node::NotIn { label, values } => !get(label).is_some_and(|v| values.iter().any(|m| m == v)),
+        Node::Has { label } => get(label).is_some(),
+        Node::Contains { label, value } => get(label).is_some_and(|v| v.contains(value)),
+        Node::StartsWith { label, value } => get(label).is_some_and(|v| v.starts_with(value)),
+        Node::EndsWith { label, value } => get(label).is_some_and(|v| v.ends_with(value)),
+        Node::Not(inner) => !evaluate_tree(inner, labels),
+        Node::And(operands) => operands.iter().all(|t| evaluate_tree(t, labels)),
+        Node::Or(operands) => operands.iter().any(|t| evaluate_tree(t, labels)),
+    }
+}
+
+/// Writes the tree back as selector text (fully parenthesised).
+fn spell(tree: Tree<'_>) -> String {
+    let set = |values: &[String]| {
+        let quoted: Vec<String> = values.iter().map(|v| format!("'{v}'")).collect();
+        format!("{{{}}}", quoted.join(", "))
+    };
+    match tree.node() {
+        Node::All => "all()".to_owned(),
+        Node::Equals { label, value } => format!("{label} == '{value}'"),
+        Node::NotEquals { label, value } => format!("{label} != '{value}'"),
+        Node::In { label, values } => format!("{label} in {}", set(values)),
+        Node::NotIn { label, values } => format!("{label} not in {}", set(values)),
+        Node::Has { label } => format!("has({label})"),
+        Node::Contains { label, value } => format!("{label} contains '{value}'"),
+        Node::StartsWith { label, value } => format!("{label} starts with '{value}'"),
+        Node::EndsWith { label, value } => format!("{label} ends with '{value}'"),
+        Node::Not(inner) => format!("!({})", spell(inner)),
+        Node::And(operands) => {
+            let parts: Vec<String> = operands.iter().map(|t| format!("({})", spell(t))).collect();
+            parts.join(" && ")
+        }
+        Node::Or(operands) => {
+            let parts: Vec<String> = operands.iter().map(|t| format!("({})", spell(t))).collect();
+            parts.join(" || ")
+        }
+    }
+}
+
+#[test]
+fn the_tree_answers_as_the_oracle_and_spells_the_same_selector() {
+    let texts = corpus::selectors(1_000, SELECTOR_SEED);
+    let sets = label_sets(300);
+    for text in &texts {
+        let expected = oracle(text, &sets);
+        let selector = Selector::parse(text).unwrap();
+        for (labels, want) in sets.iter().zip(&expected) {
+            assert_eq!(
+                evaluate_tree(selector.tree(), labels),
+                *want,
+                "{text:?} on {labels:?}"
+            );
+        }
+        // The corpus's values hold no `'`, so the spelling parses back.
+        let spelled = spell(selector.tree());
+        let again = Selector::parse(&spelled).unwrap_or_else(|e| panic!("{spelled:?}: {e}"));
+        assert_eq!(
+            again.canonical(),
+            selector.canonical(),
+            "{text:?} spelled {spelled:?}"
+        );
+    }
 }
 
 #[test]

@@ -7,71 +7,14 @@
 
 use std::sync::Arc;
 
-use calico_model::key::{HostEndpointId, WorkloadEndpointId};
-
-use super::ids::{FxMap, IdSet, Slots};
+use super::ids::{FxMap, IdSet};
 use super::profiles::ProfileList;
-use crate::cluster::EndpointKey;
 use crate::labels::Effective;
 
-/// An endpoint's key in one string ([`compact`]): a quarter of the memory of an
-/// [`EndpointKey`] (four strings), and the indexes only need it back on rare paths.
-pub(super) type CompactKey = Arc<str>;
-
-/// The kind, then each field as `<length>:<text>` (any text survives the round trip).
-fn compact(key: &EndpointKey) -> String {
-    let (kind, fields): (char, &[&str]) = match key {
-        EndpointKey::Workload(id) => (
-            'w',
-            &[&id.hostname, &id.orchestrator, &id.workload, &id.endpoint],
-        ),
-        EndpointKey::Host(id) => ('h', &[&id.hostname, &id.endpoint]),
-    };
-    let mut text = String::with_capacity(1 + fields.iter().map(|f| f.len() + 4).sum::<usize>());
-    text.push(kind);
-    for field in fields {
-        push_decimal(&mut text, field.len());
-        text.push(':');
-        text.push_str(field);
-    }
-    text
-}
-
-/// `n` in decimal, without the formatting machinery (this is on every update's path).
-fn push_decimal(text: &mut String, n: usize) {
-    if n >= 10 {
-        push_decimal(text, n / 10);
-    }
-    text.push(char::from(b'0' + (n % 10) as u8));
-}
-
-/// The key [`compact`] made `text` of.
-pub(super) fn expand(text: &str) -> EndpointKey {
-    let mut rest = &text[1..];
-    let mut field = || {
-        let (len, tail) = rest.split_once(':').expect("a compact key");
-        let len: usize = len.parse().expect("a compact key's length");
-        let (field, tail) = tail.split_at(len);
-        rest = tail;
-        field.to_owned()
-    };
-    match &text[..1] {
-        "w" => EndpointKey::Workload(WorkloadEndpointId {
-            hostname: field(),
-            orchestrator: field(),
-            workload: field(),
-            endpoint: field(),
-        }),
-        _ => EndpointKey::Host(HostEndpointId {
-            hostname: field(),
-            endpoint: field(),
-        }),
-    }
-}
-
+/// What the calculator keeps of an endpoint, under the number the cluster gave it
+/// ([`crate::EndpointMap::id`]; the key is the cluster's).
 #[derive(Debug)]
 pub(super) struct Slot {
-    pub key: CompactKey,
     /// Effective labels (own over the profiles').
     pub labels: Effective,
     /// The profiles it lists, as last recorded.
@@ -82,58 +25,52 @@ pub(super) struct Slot {
 
 #[derive(Debug, Default)]
 pub(super) struct Endpoints {
-    ids: FxMap<CompactKey, u32>,
-    slots: Slots<Slot>,
+    /// By the cluster's number.
+    slots: Vec<Option<Slot>>,
     /// Indexed names → value → endpoints.
     by_label: FxMap<Arc<str>, FxMap<Arc<str>, IdSet>>,
 }
 
 impl Endpoints {
-    pub fn id(&self, key: &EndpointKey) -> Option<u32> {
-        self.ids.get(compact(key).as_str()).copied()
-    }
-
     pub fn get(&self, id: u32) -> Option<&Slot> {
-        self.slots.get(id)
+        self.slots.get(id as usize)?.as_ref()
     }
 
-    pub fn labels(&self, key: &EndpointKey) -> Option<&Effective> {
-        Some(&self.slots.get(self.id(key)?)?.labels)
+    pub fn labels(&self, id: u32) -> Option<&Effective> {
+        Some(&self.get(id)?.labels)
     }
 
-    /// The endpoint's number, numbering it (with no labels) if new.
-    pub fn insert(&mut self, key: &EndpointKey, local: bool) -> u32 {
-        let key = compact(key);
-        if let Some(&id) = self.ids.get(key.as_str()) {
-            return id;
+    /// Records endpoint `id` (with no labels) if new.
+    pub fn insert(&mut self, id: u32, local: bool) {
+        let at = id as usize;
+        if self.slots.len() <= at {
+            self.slots.resize_with(at + 1, || None);
         }
-        let key: CompactKey = key.into();
-        let id = self.slots.insert(Slot {
-            key: key.clone(),
+        self.slots[at].get_or_insert_with(|| Slot {
             labels: Effective::default(),
             profiles: ProfileList::from([]),
             local,
         });
-        self.ids.insert(key, id);
-        id
     }
 
-    /// Forgets an endpoint; returns the number it had.
-    pub fn remove(&mut self, key: &EndpointKey) -> Option<u32> {
-        let id = self.ids.remove(compact(key).as_str())?;
+    /// Forgets an endpoint; returns whether it was recorded.
+    pub fn remove(&mut self, id: u32) -> bool {
+        if self.get(id).is_none() {
+            return false;
+        }
         self.set_labels(id, Effective::default());
-        self.slots.remove(id);
-        Some(id)
+        self.slots[id as usize] = None;
+        true
     }
 
     /// Replaces an endpoint's labels, touching the index only for the labels that changed (a
     /// relabel changes one label of several; the pod's own name stays).
     pub fn set_labels(&mut self, id: u32, labels: Effective) {
-        let old = std::mem::replace(&mut self.slots[id].labels, labels);
+        let old = std::mem::replace(&mut self[id].labels, labels);
         if self.by_label.is_empty() {
             return;
         }
-        let new = self.slots[id].labels.clone();
+        let new = self[id].labels.clone();
         let (mut old_labels, mut new_labels) = (old.iter().peekable(), new.iter().peekable());
         loop {
             match (old_labels.peek(), new_labels.peek()) {
@@ -186,7 +123,7 @@ impl Endpoints {
             return;
         }
         let mut by_value: FxMap<Arc<str>, IdSet> = FxMap::default();
-        for (id, slot) in self.slots.iter() {
+        for (id, slot) in self.iter() {
             if let Some((_, value)) = slot.labels.iter().find(|(n, _)| **n == *name) {
                 by_value.entry(value.clone()).or_default().insert(id);
             }
@@ -217,7 +154,10 @@ impl Endpoints {
 
     /// Every endpoint.
     pub fn iter(&self) -> impl Iterator<Item = (u32, &Slot)> {
-        self.slots.iter()
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(id, slot)| Some((id as u32, slot.as_ref()?)))
     }
 }
 
@@ -225,13 +165,14 @@ impl std::ops::Index<u32> for Endpoints {
     type Output = Slot;
 
     fn index(&self, id: u32) -> &Slot {
-        &self.slots[id]
+        self.get(id).expect("a recorded endpoint")
     }
 }
 
 impl std::ops::IndexMut<u32> for Endpoints {
     fn index_mut(&mut self, id: u32) -> &mut Slot {
-        &mut self.slots[id]
+        let slot = self.slots.get_mut(id as usize).and_then(Option::as_mut);
+        slot.expect("a recorded endpoint")
     }
 }
 
@@ -244,33 +185,6 @@ mod tests {
 
     use super::*;
     use crate::labels::Interner;
-
-    #[test]
-    fn compact_keys_expand_to_the_same_key() {
-        let odd = "a:1/b\0c";
-        let keys = [
-            EndpointKey::Workload(WorkloadEndpointId {
-                hostname: "h1".into(),
-                orchestrator: "k8s".into(),
-                workload: odd.into(),
-                endpoint: "eth0".into(),
-            }),
-            EndpointKey::Host(HostEndpointId {
-                hostname: odd.into(),
-                endpoint: String::new(),
-            }),
-        ];
-        for key in keys {
-            assert_eq!(expand(&compact(&key)), key);
-        }
-    }
-
-    fn key(n: usize) -> EndpointKey {
-        EndpointKey::Host(HostEndpointId {
-            hostname: "h1".into(),
-            endpoint: format!("e{n}"),
-        })
-    }
 
     proptest! {
         /// After any sequence of relabels and removals, with names indexed at any point, the
@@ -287,13 +201,14 @@ mod tests {
             for (n, labels, index_now) in steps {
                 match labels {
                     Some(labels) => {
-                        let id = endpoints.insert(&key(n), false);
+                        let id = n as u32;
+                        endpoints.insert(id, false);
                         let own = interner.labels(&labels);
                         let labels = Effective { own, ..Effective::default() };
                         endpoints.set_labels(id, labels);
                     }
                     None => {
-                        endpoints.remove(&key(n));
+                        endpoints.remove(n as u32);
                     }
                 }
                 if index_now {

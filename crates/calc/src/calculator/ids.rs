@@ -174,13 +174,6 @@ impl<T> Slots<T> {
     pub fn get_mut(&mut self, id: u32) -> Option<&mut T> {
         self.slots.get_mut(id as usize)?.as_mut()
     }
-
-    pub fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter_map(|(id, slot)| Some((id as u32, slot.as_ref()?)))
-    }
 }
 
 impl<T> std::ops::Index<u32> for Slots<T> {

@@ -2,13 +2,11 @@
 //! "x" || role == "db"`: `app=x` or `role=db`), or that every endpoint it does not match has
 //! (`env != "dev"`: only `env=dev` fails; `all()`: none fails).
 //!
-//! The model's `Selector` exposes evaluation and its canonical text, not its tree, so the plan is
-//! read from the canonical text, whose grammar is fixed (docs/selectors.md): one space around
-//! binary operators, `!` directly before `all()`, `has()` and `!`, parentheses only where
-//! needed. Text this reader does not follow gives a plan with no atoms: the selector is then
-//! evaluated against every endpoint, which is slow but never wrong.
+//! The plan is read from the selector's tree (`Selector::tree`), which covers the whole grammar:
+//! every selector has a plan, though for some (`a contains "x" || !has(b)`) it lists no atoms
+//! on one side or both, and the selector is then evaluated against every endpoint.
 
-use calico_model::selector::{Selector, is_label_char};
+use calico_model::selector::{Node, Selector, Tree};
 
 /// A label an endpoint may have: `values` lists the values that count (`None`: any value).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,20 +36,43 @@ pub(super) struct Plan {
 
 impl Plan {
     pub fn of(selector: &Selector) -> Plan {
-        Plan::read(selector.canonical()).unwrap_or_else(Plan::unknown)
+        Plan::of_tree(selector.tree())
     }
 
-    /// The plan of canonical selector text; `None` if the reader does not follow it.
-    pub fn read(text: &str) -> Option<Plan> {
-        let mut reader = Reader { text, at: 0 };
-        let plan = reader.or()?;
-        (reader.at == text.len()).then_some(plan)
-    }
-
-    fn unknown() -> Plan {
-        Plan {
-            matches: None,
-            misses: None,
+    fn of_tree(tree: Tree<'_>) -> Plan {
+        let one = |value: &str| Some(vec![value.to_owned()]);
+        match tree.node() {
+            Node::All => Plan {
+                matches: None,
+                misses: Some(Vec::new()),
+            },
+            Node::Equals { label, value } => present(label, one(value)),
+            Node::NotEquals { label, value } => present(label, one(value)).negate(),
+            Node::In { label, values } => present(label, Some(values.to_vec())),
+            Node::NotIn { label, values } => present(label, Some(values.to_vec())).negate(),
+            Node::Has { label }
+            | Node::Contains { label, .. }
+            | Node::StartsWith { label, .. }
+            | Node::EndsWith { label, .. } => present(label, None),
+            Node::Not(inner) => Plan::of_tree(inner).negate(),
+            // `a && b`: matching needs all operands to match, missing needs one to miss.
+            Node::And(operands) => operands
+                .iter()
+                .map(Plan::of_tree)
+                .reduce(|plan, next| Plan {
+                    matches: cheaper(plan.matches, next.matches),
+                    misses: union(plan.misses, next.misses),
+                })
+                .expect("two or more operands"),
+            // `a || b`: matching needs one operand to match, missing needs all to miss.
+            Node::Or(operands) => operands
+                .iter()
+                .map(Plan::of_tree)
+                .reduce(|plan, next| Plan {
+                    matches: union(plan.matches, next.matches),
+                    misses: cheaper(plan.misses, next.misses),
+                })
+                .expect("two or more operands"),
         }
     }
 
@@ -88,126 +109,14 @@ fn union(a: Option<Vec<Atom>>, b: Option<Vec<Atom>>) -> Option<Vec<Atom>> {
     Some(a)
 }
 
-struct Reader<'t> {
-    text: &'t str,
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn eat(&mut self, token: &str) -> bool {
-        let found = self.text[self.at..].starts_with(token);
-        if found {
-            self.at += token.len();
-        }
-        found
-    }
-
-    /// `a || b`: matching needs one operand to match, missing needs all to miss.
-    fn or(&mut self) -> Option<Plan> {
-        let mut plan = self.and()?;
-        while self.eat(" || ") {
-            let next = self.and()?;
-            plan = Plan {
-                matches: union(plan.matches, next.matches),
-                misses: cheaper(plan.misses, next.misses),
-            };
-        }
-        Some(plan)
-    }
-
-    /// `a && b`: matching needs all operands to match, missing needs one to miss.
-    fn and(&mut self) -> Option<Plan> {
-        let mut plan = self.unary()?;
-        while self.eat(" && ") {
-            let next = self.unary()?;
-            plan = Plan {
-                matches: cheaper(plan.matches, next.matches),
-                misses: union(plan.misses, next.misses),
-            };
-        }
-        Some(plan)
-    }
-
-    fn unary(&mut self) -> Option<Plan> {
-        if self.eat("!") {
-            return Some(self.unary()?.negate());
-        }
-        if self.eat("(") {
-            let plan = self.or()?;
-            return self.eat(")").then_some(plan);
-        }
-        self.leaf()
-    }
-
-    fn leaf(&mut self) -> Option<Plan> {
-        if self.eat("all()") {
-            return Some(Plan {
-                matches: None,
-                misses: Some(Vec::new()),
-            });
-        }
-        if self.eat("has(") {
-            let name = self.name()?;
-            return self.eat(")").then(|| present(name, None));
-        }
-        let name = self.name()?;
-        if self.eat(" == ") {
-            Some(present(name, Some(vec![self.literal()?])))
-        } else if self.eat(" != ") {
-            Some(present(name, Some(vec![self.literal()?])).negate())
-        } else if self.eat(" in ") {
-            Some(present(name, Some(self.set()?)))
-        } else if self.eat(" not in ") {
-            Some(present(name, Some(self.set()?)).negate())
-        } else if self.eat(" contains ") || self.eat(" starts with ") || self.eat(" ends with ") {
-            self.literal()?;
-            Some(present(name, None))
-        } else {
-            None
-        }
-    }
-
-    fn name(&mut self) -> Option<String> {
-        let rest = &self.text[self.at..];
-        let len = rest.find(|c| !is_label_char(c)).unwrap_or(rest.len());
-        self.at += len;
-        (len > 0).then(|| rest[..len].to_owned())
-    }
-
-    /// A quoted string: literals have no escapes, and are quoted with `'` when they hold `"`.
-    fn literal(&mut self) -> Option<String> {
-        let rest = &self.text[self.at..];
-        let quote = rest.chars().next().filter(|&c| c == '"' || c == '\'')?;
-        let len = rest[1..].find(quote)?;
-        self.at += len + 2;
-        Some(rest[1..1 + len].to_owned())
-    }
-
-    fn set(&mut self) -> Option<Vec<String>> {
-        if !self.eat("{") {
-            return None;
-        }
-        let mut values = Vec::new();
-        if self.eat("}") {
-            return Some(values);
-        }
-        loop {
-            values.push(self.literal()?);
-            if self.eat("}") {
-                return Some(values);
-            }
-            if !self.eat(", ") {
-                return None;
-            }
-        }
-    }
-}
-
 /// The plan of a selector true exactly when label `name` has one of `values` (`None`: any):
 /// matching endpoints hit the atom; missing ones are found by no atom.
-fn present(name: String, values: Option<Vec<String>>) -> Plan {
+fn present(name: &str, values: Option<Vec<String>>) -> Plan {
     Plan {
-        matches: Some(vec![Atom { name, values }]),
+        matches: Some(vec![Atom {
+            name: name.to_owned(),
+            values,
+        }]),
         misses: None,
     }
 }

@@ -8,10 +8,9 @@ use std::sync::Arc;
 use super::endpoints::Endpoints;
 use super::ids::{FxMap, IdSet};
 use crate::cluster::Cluster;
-use crate::labels::{Interner, LabelSet};
+use crate::labels::LabelSet;
 
-/// The profiles an endpoint lists, in order: one copy per distinct list.
-pub(super) type ProfileList = Arc<[Arc<str>]>;
+pub(super) use crate::cluster::ProfileList;
 
 /// What a list of profiles gives an endpoint.
 #[derive(Debug, Clone, Default)]
@@ -26,8 +25,6 @@ pub(super) struct Inherited {
 pub(super) struct ProfileUsers {
     /// Profile id → the endpoints (numbers) listing it.
     users: FxMap<String, IdSet>,
-    /// Shares the profile ids endpoints list (they are few).
-    names: Interner,
     /// Every list endpoints hold → what it gives them (`None`: to be merged when asked for).
     lists: FxMap<ProfileList, Option<Inherited>>,
     /// The size of `lists` after its last purge.
@@ -45,7 +42,7 @@ impl ProfileUsers {
         &mut self,
         endpoints: &mut Endpoints,
         id: u32,
-        profiles: &[String],
+        profiles: &ProfileList,
     ) -> (ProfileList, ProfileList) {
         let new = self.list(profiles);
         let old = std::mem::replace(&mut endpoints[id].profiles, new.clone());
@@ -70,10 +67,10 @@ impl ProfileUsers {
         (old, new)
     }
 
-    /// The shared copy of a list.
-    fn list(&mut self, profiles: &[String]) -> ProfileList {
-        let list: Vec<Arc<str>> = profiles.iter().map(|p| self.names.intern(p)).collect();
-        if let Some((shared, _)) = self.lists.get_key_value(list.as_slice()) {
+    /// The shared copy of a list (the cluster shares them too; this keeps one copy should
+    /// the cluster have made another since).
+    fn list(&mut self, profiles: &ProfileList) -> ProfileList {
+        if let Some((shared, _)) = self.lists.get_key_value(profiles) {
             return shared.clone();
         }
         if self.lists.len() > 2 * self.kept + 64 {
@@ -81,9 +78,8 @@ impl ProfileUsers {
             self.lists.retain(|list, _| Arc::strong_count(list) > 1);
             self.kept = self.lists.len();
         }
-        let shared: ProfileList = list.into();
-        self.lists.insert(shared.clone(), None);
-        shared
+        self.lists.insert(profiles.clone(), None);
+        profiles.clone()
     }
 
     /// What a list of profiles gives, as the cluster now has them.

@@ -9,23 +9,25 @@ use super::{Labels, label_key};
 /// representations that store keys can answer a lookup without comparing strings.
 #[derive(Debug, Clone)]
 pub(super) struct Name {
-    at: Range<usize>,
+    /// Offsets as `u32`: a smaller tree is moved faster while it is built (selectors are
+    /// far shorter than 4 GiB; their length is checked before parsing).
+    at: Range<u32>,
     key: u64,
 }
 
 impl Name {
     /// Appends `text` to the buffer of names.
     pub(super) fn new(names: &mut String, text: &str) -> Name {
-        let start = names.len();
+        let start = names.len() as u32;
         names.push_str(text);
         Name {
-            at: start..names.len(),
+            at: start..names.len() as u32,
             key: label_key(text),
         }
     }
 
     pub(super) fn text<'n>(&self, names: &'n str) -> &'n str {
-        &names[self.at.clone()]
+        &names[self.at.start as usize..self.at.end as usize]
     }
 
     fn get<'l, L: Labels + ?Sized>(&self, names: &str, labels: &'l L) -> Option<&'l str> {
@@ -159,34 +161,33 @@ fn contains(set: &[String], value: &str) -> bool {
 }
 
 /// Appends a string literal: `"` unless the text contains one (literals have no escapes).
-fn push_literal(out: &mut Vec<u8>, value: &str) {
-    let quote = if value.contains('"') { b'\'' } else { b'"' };
+fn push_literal(out: &mut String, value: &str) {
+    let quote = if value.contains('"') { '\'' } else { '"' };
     out.push(quote);
-    out.extend_from_slice(value.as_bytes());
+    out.push_str(value);
     out.push(quote);
 }
 
 /// Appends a set of literals: `{"a", "b"}`.
-fn push_set(out: &mut Vec<u8>, members: &[String]) {
-    out.push(b'{');
+fn push_set(out: &mut String, members: &[String]) {
+    out.push('{');
     for (index, member) in members.iter().enumerate() {
         if index > 0 {
-            out.extend_from_slice(b", ");
+            out.push_str(", ");
         }
         push_literal(out, member);
     }
-    out.push(b'}');
+    out.push('}');
 }
 
-/// Appends the canonical text of a comparison, `has()` or `all()` (UTF-8: it is made of
-/// strings); `!`, `&&` and `||` are the parser's (and `Display`'s) to write.
-pub(super) fn push_leaf(out: &mut Vec<u8>, names: &str, expr: &Expr) {
+/// Appends the canonical text of a comparison, `has()` or `all()`; `!`, `&&` and `||` are the parser's (and `Display`'s) to write.
+pub(super) fn push_leaf(out: &mut String, names: &str, expr: &Expr) {
     let (name, op) = match expr {
-        Expr::All => return out.extend_from_slice(b"all()"),
+        Expr::All => return out.push_str("all()"),
         Expr::Has(name) => {
-            out.extend_from_slice(b"has(");
-            out.extend_from_slice(name.text(names).as_bytes());
-            return out.push(b')');
+            out.push_str("has(");
+            out.push_str(name.text(names));
+            return out.push(')');
         }
         Expr::Equals(name, _) => (name, " == "),
         Expr::NotEquals(name, _) => (name, " != "),
@@ -197,8 +198,8 @@ pub(super) fn push_leaf(out: &mut Vec<u8>, names: &str, expr: &Expr) {
         Expr::EndsWith(name, _) => (name, " ends with "),
         Expr::Not(_) | Expr::And(_) | Expr::Or(_) => unreachable!("not a leaf: {expr:?}"),
     };
-    out.extend_from_slice(name.text(names).as_bytes());
-    out.extend_from_slice(op.as_bytes());
+    out.push_str(name.text(names));
+    out.push_str(op);
     match expr {
         Expr::In(_, set) | Expr::NotIn(_, set) => push_set(out, set),
         Expr::Equals(_, value)
@@ -213,35 +214,150 @@ pub(super) fn push_leaf(out: &mut Vec<u8>, names: &str, expr: &Expr) {
 impl Expr {
     /// Appends the canonical text: one space around binary operators, minimal parentheses. The
     /// parser writes the same text as it goes; this is for the rare rebuild.
-    pub(super) fn render(&self, names: &str, out: &mut Vec<u8>) {
+    pub(super) fn render(&self, names: &str, out: &mut String) {
         match self {
             Expr::Not(inner) if inner.is_atom() => {
-                out.push(b'!');
+                out.push('!');
                 inner.render(names, out);
             }
             Expr::Not(inner) => {
-                out.extend_from_slice(b"!(");
+                out.push_str("!(");
                 inner.render(names, out);
-                out.push(b')');
+                out.push(')');
             }
-            Expr::And(operands) => join(operands, names, b" && ", 1, out),
-            Expr::Or(operands) => join(operands, names, b" || ", 0, out),
+            Expr::And(operands) => join(operands, names, " && ", 1, out),
+            Expr::Or(operands) => join(operands, names, " || ", 0, out),
             leaf => push_leaf(out, names, leaf),
         }
     }
 }
 
-fn join(operands: &[Expr], names: &str, op: &[u8], binding: u8, out: &mut Vec<u8>) {
+fn join(operands: &[Expr], names: &str, op: &str, binding: u8, out: &mut String) {
     for (index, operand) in operands.iter().enumerate() {
         if index > 0 {
-            out.extend_from_slice(op);
+            out.push_str(op);
         }
         if operand.binding() < binding {
-            out.push(b'(');
+            out.push('(');
             operand.render(names, out);
-            out.push(b')');
+            out.push(')');
         } else {
             operand.render(names, out);
         }
+    }
+}
+
+/// A read-only view of a parsed selector's tree ([`crate::selector::Selector::tree`]), in its
+/// canonical shape: the operands of `&&` and `||` flattened, sorted and deduplicated, sets
+/// sorted and deduplicated, no double negation. Borrowed from the selector: nothing is copied.
+#[derive(Debug, Clone, Copy)]
+pub enum Node<'a> {
+    /// `all()` (or the empty selector).
+    All,
+    /// `label == "value"`
+    Equals { label: &'a str, value: &'a str },
+    /// `label != "value"`: also true when the label is absent.
+    NotEquals { label: &'a str, value: &'a str },
+    /// `label in {...}`, sorted and deduplicated.
+    In {
+        label: &'a str,
+        values: &'a [String],
+    },
+    /// `label not in {...}`: also true when the label is absent.
+    NotIn {
+        label: &'a str,
+        values: &'a [String],
+    },
+    /// `has(label)`
+    Has { label: &'a str },
+    /// `label contains "value"`
+    Contains { label: &'a str, value: &'a str },
+    /// `label starts with "value"`
+    StartsWith { label: &'a str, value: &'a str },
+    /// `label ends with "value"`
+    EndsWith { label: &'a str, value: &'a str },
+    /// `!operand`
+    Not(Tree<'a>),
+    /// `a && b && ...`: two or more operands.
+    And(Operands<'a>),
+    /// `a || b || ...`: two or more operands.
+    Or(Operands<'a>),
+}
+
+/// A subtree: [`Tree::node`] tells what it is.
+#[derive(Debug, Clone, Copy)]
+pub struct Tree<'a> {
+    expr: &'a Expr,
+    names: &'a str,
+}
+
+impl<'a> Tree<'a> {
+    pub(super) fn new(expr: &'a Expr, names: &'a str) -> Tree<'a> {
+        Tree { expr, names }
+    }
+
+    /// What this subtree is.
+    pub fn node(self) -> Node<'a> {
+        let names = self.names;
+        match self.expr {
+            Expr::All => Node::All,
+            Expr::Equals(name, value) => Node::Equals {
+                label: name.text(names),
+                value,
+            },
+            Expr::NotEquals(name, value) => Node::NotEquals {
+                label: name.text(names),
+                value,
+            },
+            Expr::In(name, values) => Node::In {
+                label: name.text(names),
+                values,
+            },
+            Expr::NotIn(name, values) => Node::NotIn {
+                label: name.text(names),
+                values,
+            },
+            Expr::Has(name) => Node::Has {
+                label: name.text(names),
+            },
+            Expr::Contains(name, value) => Node::Contains {
+                label: name.text(names),
+                value,
+            },
+            Expr::StartsWith(name, value) => Node::StartsWith {
+                label: name.text(names),
+                value,
+            },
+            Expr::EndsWith(name, value) => Node::EndsWith {
+                label: name.text(names),
+                value,
+            },
+            Expr::Not(inner) => Node::Not(Tree::new(inner, names)),
+            Expr::And(operands) => Node::And(Operands { operands, names }),
+            Expr::Or(operands) => Node::Or(Operands { operands, names }),
+        }
+    }
+}
+
+/// The operands of an `&&` or `||`, in canonical order.
+#[derive(Debug, Clone, Copy)]
+pub struct Operands<'a> {
+    operands: &'a [Expr],
+    names: &'a str,
+}
+
+impl<'a> Operands<'a> {
+    pub fn len(self) -> usize {
+        self.operands.len()
+    }
+
+    /// Never true: `&&` and `||` have two or more operands.
+    pub fn is_empty(self) -> bool {
+        self.operands.is_empty()
+    }
+
+    pub fn iter(self) -> impl ExactSizeIterator<Item = Tree<'a>> {
+        let names = self.names;
+        self.operands.iter().map(move |expr| Tree::new(expr, names))
     }
 }

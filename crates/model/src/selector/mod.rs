@@ -21,6 +21,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+pub use ast::{Node, Operands, Tree};
 pub use parse::{MAX_DEPTH, is_label_char};
 
 /// Where an endpoint's labels come from: anything that can look a label up by name.
@@ -94,24 +95,21 @@ impl SelectorError {
 #[derive(Debug, Clone)]
 pub struct Selector {
     expr: ast::Expr,
-    /// Written by the parser as it builds `expr` (operands are sorted by it anyway).
-    canonical: String,
-    /// The label names `expr` mentions, in one allocation.
-    names: String,
+    /// The canonical text (written by the parser as it builds `expr`: operands are sorted by
+    /// it anyway), then the label names `expr` mentions: one allocation.
+    text: Box<str>,
+    /// Where the names start in `text`.
+    split: usize,
 }
 
 impl Selector {
     /// Parses selector text; the empty selector is `all()`.
     pub fn parse(text: &str) -> Result<Selector, SelectorError> {
-        let parse::Parsed {
-            expr,
-            canonical,
-            names,
-        } = parse::parse(text)?;
+        let parse::Parsed { expr, text, split } = parse::parse(text)?;
         Ok(Selector {
             expr,
-            canonical,
-            names,
+            text: text.into_boxed_str(),
+            split,
         })
     }
 
@@ -119,27 +117,32 @@ impl Selector {
     pub fn all() -> Selector {
         Selector {
             expr: ast::Expr::All,
-            canonical: "all()".to_owned(),
-            names: String::new(),
+            text: "all()".into(),
+            split: 5,
         }
     }
 
     /// Whether an endpoint with these labels is selected. Allocates nothing.
     pub fn evaluate<L: Labels + ?Sized>(&self, labels: &L) -> bool {
-        self.expr.evaluate(&self.names, labels)
+        self.expr.evaluate(self.names(), labels)
     }
 
     /// The canonical text: stable across spellings (spacing, quotes, operand order, duplicate
     /// set members, redundant parentheses), so equal selectors can share one ipset.
     pub fn canonical(&self) -> &str {
-        &self.canonical
+        &self.text[..self.split]
+    }
+
+    /// The label names of the tree, one after the other.
+    fn names(&self) -> &str {
+        &self.text[self.split..]
     }
 
     /// The label names the selector looks at, sorted, each once (collected on each call).
     pub fn label_names(&self) -> impl Iterator<Item = &str> {
         let mut names = Vec::new();
         self.expr
-            .each_label(&self.names, &mut |name| names.push(name));
+            .each_label(self.names(), &mut |name| names.push(name));
         names.sort_unstable();
         names.dedup();
         names.into_iter()
@@ -151,7 +154,23 @@ impl Selector {
     /// (`all()`, `!`, `||`, `!=`, `not in`). Indexes use it to evaluate a selector only against
     /// endpoints that can match.
     pub fn requirement(&self) -> Option<(&str, Option<&[String]>)> {
-        self.expr.requirement(&self.names)
+        self.expr.requirement(self.names())
+    }
+
+    /// The parsed tree, read-only, in canonical shape (what [`Selector::canonical`] spells):
+    /// for indexes that plan lookups by the selector's structure.
+    ///
+    /// ```
+    /// use calico_model::selector::{Node, Selector};
+    ///
+    /// let selector = Selector::parse("role == 'db' || !has(debug)").unwrap();
+    /// let Node::Or(operands) = selector.tree().node() else { panic!("an ||") };
+    /// let kinds: Vec<_> = operands.iter().map(|t| t.node()).collect();
+    /// assert!(matches!(kinds[0], Node::Not(_)), "`!has(debug)` sorts first");
+    /// assert!(matches!(kinds[1], Node::Equals { label: "role", value: "db" }));
+    /// ```
+    pub fn tree(&self) -> Tree<'_> {
+        Tree::new(&self.expr, self.names())
     }
 
     /// Whether this is `all()`.
@@ -162,7 +181,7 @@ impl Selector {
 
 impl PartialEq for Selector {
     fn eq(&self, other: &Selector) -> bool {
-        self.canonical == other.canonical
+        self.canonical() == other.canonical()
     }
 }
 
@@ -170,7 +189,7 @@ impl Eq for Selector {}
 
 impl Hash for Selector {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.canonical.hash(state);
+        self.canonical().hash(state);
     }
 }
 
@@ -190,13 +209,13 @@ impl FromStr for Selector {
 
 impl fmt::Display for Selector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.canonical)
+        f.write_str(self.canonical())
     }
 }
 
 impl Serialize for Selector {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.canonical)
+        serializer.serialize_str(self.canonical())
     }
 }
 

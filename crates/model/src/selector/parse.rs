@@ -19,55 +19,112 @@
 //! Only the root's text is copied out. Every token is ASCII, so positions are byte offsets,
 //! turned into the character positions errors report only when an error is made.
 
+use std::cell::Cell;
 use std::ops::Range;
 
 use super::SelectorError;
 use super::ast::{Expr, Name, push_leaf};
 
+/// The parser's working buffers, kept between parses on each thread: a policy update parses
+/// several selectors, and allocating the two buffers for each was a fifth of a parse.
+#[derive(Default)]
+struct Scratch {
+    out: String,
+    names: String,
+    operands: Vec<(Range<usize>, Expr)>,
+}
+
+thread_local! {
+    static SCRATCH: Cell<Scratch> = const {
+        Cell::new(Scratch {
+            out: String::new(),
+            names: String::new(),
+            operands: Vec::new(),
+        })
+    };
+}
+
+/// Buffers larger than this (a selector of many kilobytes) are not kept.
+const KEEP: usize = 16 * 1024;
+
 /// Parses a whole selector into its tree and canonical text.
 pub(super) fn parse(text: &str) -> Result<Parsed, SelectorError> {
+    if u32::try_from(text.len()).is_err() {
+        // Names are kept at `u32` offsets.
+        return Err(SelectorError::new(0, "longer than 4 GiB"));
+    }
+    let Scratch {
+        mut out,
+        mut names,
+        operands,
+    } = SCRATCH.take();
+    out.clear();
+    names.clear();
     let mut parser = Parser {
         text,
         bytes: text.as_bytes(),
         at: 0,
         // Texts of the leaves, then of each level of `&&` / `||` above them.
-        out: Vec::with_capacity(3 * text.len() + 16),
-        names: String::with_capacity(text.len()),
-        operands: Vec::with_capacity(8),
+        out,
+        names,
+        operands,
         depth: 0,
     };
-    parser.skip_space();
-    if parser.at_end() {
-        return Ok(Parsed {
-            expr: Expr::All,
-            canonical: "all()".to_owned(),
-            names: String::new(),
+    let parsed = parser.parse();
+    let Parser {
+        out,
+        names,
+        mut operands,
+        ..
+    } = parser;
+    if out.capacity() + names.capacity() <= KEEP && operands.capacity() <= KEEP / 64 {
+        // A successful parse empties it; an error may leave operands behind.
+        operands.clear();
+        SCRATCH.set(Scratch {
+            out,
+            names,
+            operands,
         });
     }
-    let node = parser.or()?;
-    parser.skip_space();
-    if !parser.at_end() {
-        return Err(parser.unexpected("'&&', '||' or the end of the selector"));
-    }
-    let expr = parser.expr_of(node.kind);
-    // The root's text becomes the canonical form in place: no copy into a new allocation.
-    let mut out = parser.out;
-    out.truncate(node.text.end);
-    out.drain(..node.text.start);
-    out.shrink_to_fit();
-
-    Ok(Parsed {
-        expr,
-        canonical: String::from_utf8(out).expect("made of whole strings"),
-        names: parser.names,
-    })
+    parsed
 }
 
-/// A parsed selector: its tree, canonical text, and the names the tree's [`Name`]s are in.
+impl Parser<'_> {
+    /// The whole text: the tree and the root's text as the canonical form.
+    fn parse(&mut self) -> Result<Parsed, SelectorError> {
+        self.skip_space();
+        if self.at_end() {
+            return Ok(Parsed {
+                expr: Expr::All,
+                text: "all()".to_owned(),
+                split: 5,
+            });
+        }
+        let node = self.or()?;
+        self.skip_space();
+        if !self.at_end() {
+            return Err(self.unexpected("'&&', '||' or the end of the selector"));
+        }
+        let expr = self.expr_of(node.kind);
+        // The canonical text and the names in one allocation.
+        let canonical = &self.out[node.text];
+        let mut text = String::with_capacity(canonical.len() + self.names.len());
+        text.push_str(canonical);
+        text.push_str(&self.names);
+        Ok(Parsed {
+            expr,
+            split: canonical.len(),
+            text,
+        })
+    }
+}
+
+/// A parsed selector: its tree, and its canonical text followed by the names the tree's
+/// [`Name`]s are in (from `split`).
 pub(super) struct Parsed {
     pub(super) expr: Expr,
-    pub(super) canonical: String,
-    pub(super) names: String,
+    pub(super) text: String,
+    pub(super) split: usize,
 }
 
 /// True for the characters of a label name.
@@ -113,8 +170,8 @@ struct Parser<'t> {
     bytes: &'t [u8],
     /// Byte offset into `text`, always at a character boundary.
     at: usize,
-    /// The canonical texts of the nodes built so far (UTF-8: made of whole strings).
-    out: Vec<u8>,
+    /// The canonical texts of the nodes built so far.
+    out: String,
     /// The label names of the tree, one after the other (see [`Name`]).
     names: String,
     /// A stack of the operands of the `&&` and `||` being parsed: each takes the part above
@@ -441,10 +498,10 @@ impl Parser<'_> {
             inner => {
                 let text = self.out.len();
                 let atom = inner.is_atom();
-                self.out.extend_from_slice(if atom { b"!" } else { b"!(" });
+                self.out.push_str(if atom { "!" } else { "!(" });
                 self.out.extend_from_within(start..end);
                 if !atom {
-                    self.out.push(b')');
+                    self.out.push(')');
                 }
                 Node {
                     text: text..self.out.len(),
@@ -513,19 +570,19 @@ impl Parser<'_> {
                 kind: Kind::Expr(expr),
             };
         }
-        let (op, binding): (&[u8], u8) = if and { (b" && ", 1) } else { (b" || ", 0) };
+        let (op, binding) = if and { (" && ", 1) } else { (" || ", 0) };
         let text = self.out.len();
         for (index, (part, expr)) in self.operands[start..].iter().enumerate() {
             if index > 0 {
-                self.out.extend_from_slice(op);
+                self.out.push_str(op);
             }
             let parenthesise = expr.binding() < binding;
             if parenthesise {
-                self.out.push(b'(');
+                self.out.push('(');
             }
             self.out.extend_from_within(part.clone());
             if parenthesise {
-                self.out.push(b')');
+                self.out.push(')');
             }
         }
         Node {
