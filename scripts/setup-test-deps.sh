@@ -51,6 +51,9 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# OpenStack: a real neutron-server and MariaDB for crates/openstack's tests (nothing started).
+"$(dirname "$0")/setup-neutron.sh"
+
 if ! command -v cargo >/dev/null 2>&1; then
   echo "error: cargo not found: install a Rust toolchain >= 1.95 (rustup) and re-run" >&2
   exit 1

@@ -1,0 +1,179 @@
+//! Pure: a Neutron [`Snapshot`] → the etcd keys and values the sync owns, and what was left out.
+//!
+//! Every security group becomes a profile (`rules` and `tags` keys), used by a port or not, as
+//! networking-calico did; the open profile of ports without port security only while some port
+//! uses it. Values are the model types serialised, so they are what Felix parses.
+
+use std::collections::BTreeMap;
+
+use calico_model::Key;
+use serde::Serialize;
+
+use crate::error::TranslateError;
+use crate::neutron::Snapshot;
+use crate::translate::{self, OPEN_PROFILE, Profile};
+
+/// The keys and values the sync wants in etcd, and the objects it left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Desired {
+    pub keys: BTreeMap<String, String>,
+    pub left_out: Vec<TranslateError>,
+}
+
+/// Translates everything in `snapshot`.
+pub fn desired(snapshot: &Snapshot) -> Desired {
+    let mut desired = Desired {
+        left_out: snapshot.left_out.clone(),
+        ..Desired::default()
+    };
+    let subnets = snapshot
+        .subnets
+        .iter()
+        .map(|s| (s.id.as_str(), s))
+        .collect();
+    let mut open = false;
+    for port in snapshot.ports.iter().filter(|p| translate::is_vm_port(p)) {
+        match translate::endpoint(port, &subnets) {
+            Ok(endpoint) => {
+                open |= endpoint
+                    .endpoint
+                    .profile_ids
+                    .iter()
+                    .any(|p| p == OPEN_PROFILE);
+                let key = Key::WorkloadEndpoint(endpoint.id).to_string();
+                desired.keys.insert(key, json(&endpoint.endpoint));
+            }
+            Err(e) => desired.left_out.push(e),
+        }
+    }
+    for group in &snapshot.security_groups {
+        match translate::profile(group) {
+            Ok((profile, left_out)) => {
+                desired.add_profile(profile);
+                desired.left_out.extend(left_out);
+            }
+            Err(e) => desired.left_out.push(e),
+        }
+    }
+    if open {
+        desired.add_profile(translate::open_profile());
+    }
+    desired
+}
+
+impl Desired {
+    fn add_profile(&mut self, profile: Profile) {
+        let rules = Key::ProfileRules {
+            profile: profile.id.clone(),
+        };
+        let tags = Key::ProfileTags {
+            profile: profile.id,
+        };
+        self.keys.insert(rules.to_string(), json(&profile.rules));
+        self.keys.insert(tags.to_string(), json(&profile.tags));
+    }
+}
+
+fn json(value: &impl Serialize) -> String {
+    // The model types serialise infallibly (no maps with non-string keys).
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::neutron::{FixedIp, Port, SecurityGroup, Subnet};
+
+    fn port(id: &str, groups: &[&str]) -> Port {
+        Port {
+            id: id.to_owned(),
+            network_id: "net".into(),
+            device_id: "vm1".into(),
+            device_owner: "compute:nova".into(),
+            mac_address: "fa:16:3e:00:00:01".into(),
+            fixed_ips: vec![FixedIp {
+                subnet_id: "sub4".into(),
+                ip_address: "10.65.0.2".into(),
+            }],
+            security_groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            admin_state_up: true,
+            port_security_enabled: Some(true),
+            host_id: "host1".into(),
+            vif_type: "tap".into(),
+            status: "ACTIVE".into(),
+            revision_number: 1,
+        }
+    }
+
+    fn snapshot(ports: Vec<Port>) -> Snapshot {
+        Snapshot {
+            ports,
+            subnets: vec![Subnet {
+                id: "sub4".into(),
+                network_id: "net".into(),
+                ip_version: 4,
+                cidr: "10.65.0.0/24".into(),
+                gateway_ip: Some("10.65.0.1".into()),
+                enable_dhcp: true,
+                revision_number: 1,
+            }],
+            security_groups: vec![SecurityGroup {
+                id: "sg1".into(),
+                name: "web".into(),
+                stateful: None,
+                security_group_rules: Vec::new(),
+                revision_number: 1,
+            }],
+            left_out: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn ports_become_endpoints_and_groups_profiles() {
+        let mut unbound = port("0123456789abcdef-2", &["sg1"]);
+        unbound.host_id.clear();
+        let mut dhcp = port("0123456789abcdef-3", &[]);
+        dhcp.device_owner = "network:dhcp".into();
+        let mut failed = port("0123456789abcdef-4", &[]);
+        failed.vif_type = "binding_failed".into();
+        let ports = vec![port("0123456789abcdef-1", &["sg1"]), unbound, dhcp, failed];
+        let desired = desired(&snapshot(ports));
+        let keys: Vec<_> = desired.keys.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "/calico/v1/host/host1/workload/openstack/vm1/endpoint/0123456789abcdef-1",
+                "/calico/v1/policy/profile/openstack-sg-sg1/rules",
+                "/calico/v1/policy/profile/openstack-sg-sg1/tags",
+            ]
+        );
+        assert_eq!(desired.left_out, []);
+    }
+
+    #[test]
+    fn the_open_profile_exists_while_a_port_uses_it() {
+        let mut open = port("0123456789abcdef-1", &[]);
+        open.port_security_enabled = Some(false);
+        let desired = desired(&snapshot(vec![open]));
+        let rules =
+            &desired.keys["/calico/v1/policy/profile/openstack-port-security-disabled/rules"];
+        assert_eq!(
+            rules,
+            r#"{"inbound_rules":[{"action":"allow"}],"outbound_rules":[{"action":"allow"}]}"#
+        );
+        let without = super::desired(&snapshot(vec![port("0123456789abcdef-1", &[])]));
+        assert!(!without.keys.keys().any(|k| k.contains(OPEN_PROFILE)));
+    }
+
+    #[test]
+    fn a_port_calico_cannot_express_is_left_out_by_id() {
+        let mut bad = port("0123456789abcdef-1", &[]);
+        bad.fixed_ips[0].ip_address = "10.65.0.300".into();
+        let desired = desired(&snapshot(vec![bad]));
+        assert!(!desired.keys.keys().any(|k| k.contains("/workload/")));
+        assert_eq!(
+            desired.left_out[0].to_string(),
+            "port 0123456789abcdef-1: fixed_ips[0].ip_address \"10.65.0.300\": not an IP address"
+        );
+    }
+}

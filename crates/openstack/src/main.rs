@@ -1,0 +1,67 @@
+//! `calico-neutron`: keeps etcd's OpenStack endpoints and profiles equal to Neutron.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use calico_datastore::connect_retrying;
+use calico_openstack::Args;
+use calico_openstack::client::Client;
+use calico_openstack::sync::{self, Syncer};
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log))
+        .with_writer(std::io::stderr)
+        // Colours only on a terminal: a service's stderr usually goes to a log file.
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("calico-neutron: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let neutron = Client::new(&args.neutron_url).context("--neutron-url")?;
+    tracing::info!(
+        neutron = args.neutron_url,
+        etcd = args.etcd.etcd_endpoints,
+        poll_interval = ?args.poll_interval,
+        resync_interval = ?args.resync_interval,
+        "starting"
+    );
+    // A daemon: wait for etcd as long as it takes (one warning per attempt).
+    let store = connect_retrying(&args.etcd.config(), "calico-neutron", None).await?;
+    let syncer = Syncer::new(neutron, Box::new(store));
+    sync::run(syncer, args.poll_interval, args.resync_interval, shutdown()).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// SIGTERM or SIGINT.
+async fn shutdown() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

@@ -1,0 +1,60 @@
+//! Fixtures of the OpenStack tests: a real neutron-server ([`neutron::Neutron`]) and the
+//! `calico-neutron` binary ([`SyncProcess`]).
+
+pub mod neutron;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// `calico-neutron` running against an etcd and a Neutron, its log in a file; killed on `Drop`.
+pub struct SyncProcess {
+    child: Child,
+    log: PathBuf,
+}
+
+impl SyncProcess {
+    /// Starts the binary with a short resync interval so tests can see drift repaired.
+    pub fn start(etcd: &str, neutron: &str, log: &Path, resync: &str) -> SyncProcess {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_calico-neutron"))
+            .args(["--neutron-url", neutron, "--etcd-endpoints", etcd])
+            .args(["--resync-interval", resync])
+            .env("CALICO_NEUTRON_LOG", "info")
+            .env_remove("ETCD_ENDPOINTS")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .spawn()
+            .expect("calico-neutron starts");
+        SyncProcess {
+            child,
+            log: log.to_owned(),
+        }
+    }
+
+    /// Everything it logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Whether it is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Kills it (SIGKILL: no chance to tidy up, as in a crash).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for SyncProcess {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
