@@ -11,8 +11,13 @@ use calico_model::endpoint::WorkloadEndpoint;
 use calico_model::from_json;
 
 use crate::config::NetConf;
-use crate::delegate;
-use crate::ipam_plugin::connect;
+use std::sync::Arc;
+
+use calico_datastore::Datastore;
+use calico_ipam::Ipam;
+
+use crate::delegate::{self, IpamPlugin};
+use crate::ipam_plugin::{self, connect};
 use crate::plugin::kernel;
 use crate::plumbing::host_link_local;
 use crate::routes::{self, FIRST_METRIC, MAIN_TABLE, SourceRule};
@@ -30,7 +35,7 @@ pub async fn check(
     conf: &NetConf,
     stdin: &[u8],
     workload: &Workload,
-    ipam_type: &str,
+    ipam: &IpamPlugin,
 ) -> Result<(), CniError> {
     let prev = conf.prev_result()?.ok_or_else(|| {
         CniError::new(
@@ -38,11 +43,27 @@ pub async fn check(
             "prevResult: CHECK needs the ADD result",
         )
     })?;
-    delegate::call(ipam_type, &env.path, "CHECK", stdin)?;
+    // Calico IPAM's CHECK uses the connection the endpoint's check needs; another IPAM
+    // plugin's runs first, and the connection is made for the endpoint.
+    let store = match ipam {
+        IpamPlugin::InProcess => {
+            let store = connect(conf).await?;
+            ipam_plugin::check(&Ipam::new(store.clone()), env, conf).await?;
+            Some(store)
+        }
+        IpamPlugin::Exec(plugin) => {
+            delegate::call(plugin, &env.path, "CHECK", stdin)?;
+            None
+        }
+    };
     let addresses: Vec<IpAddr> = prev.ips.iter().map(|ip| ip.address.addr()).collect();
     let host_gateway = check_host_side(workload, &addresses).await?;
     check_container(env, &prev, &addresses, host_gateway).await?;
-    check_endpoint(conf, workload, &addresses).await
+    let store = match store {
+        Some(store) => store,
+        None => connect(conf).await?,
+    };
+    check_endpoint(conf, &store, workload, &addresses).await
 }
 
 /// The host side exists and is up; returns its link-local address (the IPv6 gateway) when
@@ -176,10 +197,10 @@ async fn check_routes(
 /// The workload endpoint exists and lists every address.
 async fn check_endpoint(
     conf: &NetConf,
+    store: &Arc<dyn Datastore>,
     workload: &Workload,
     addresses: &[IpAddr],
 ) -> Result<(), CniError> {
-    let store = connect(conf).await?;
     let key = workload.key().to_string();
     let endpoint = store
         .get(&key)

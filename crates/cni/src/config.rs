@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use calico_datastore::{DatastoreError, EtcdConfig};
+use calico_ipam::HostLock;
 use ipnet::IpNet;
 use serde::Deserialize;
 use serde_json::Value;
@@ -45,6 +46,10 @@ pub struct NetConf {
     /// debug, info, warning or error (default warning); logs go to stderr.
     #[serde(default)]
     pub log_level: Option<String>,
+    /// The per-host lock file the IPAM calls of this host take in turn (default
+    /// `/var/run/calico/ipam.lock`, as Calico's).
+    #[serde(default)]
+    pub ipam_lock_file: Option<PathBuf>,
     /// The MTU of the workload's interface (default: the kernel's veth default, 1500).
     #[serde(default)]
     pub mtu: Option<u32>,
@@ -144,7 +149,30 @@ impl NetConf {
         }
         conf.requested_by_config()?;
         conf.etcd()?;
+        conf.host_lock()?;
         Ok(conf)
+    }
+
+    /// The per-host IPAM lock: `ipam_lock_file`, else Calico's default path.
+    pub fn host_lock(&self) -> Result<HostLock, CniError> {
+        let Some(path) = &self.ipam_lock_file else {
+            return Ok(HostLock::default());
+        };
+        let refuse = |why: &str| {
+            CniError::new(
+                code::INVALID_CONFIG,
+                format!("ipam_lock_file: {path:?} {why}"),
+            )
+        };
+        if path.as_os_str().is_empty() {
+            return Err(refuse(
+                "is empty (leave it out for /var/run/calico/ipam.lock)",
+            ));
+        }
+        if !path.is_absolute() {
+            return Err(refuse("is not an absolute path"));
+        }
+        Ok(HostLock::new(path))
     }
 
     /// The `ipam` section, which ADD, DEL and CHECK need.
@@ -362,6 +390,30 @@ mod tests {
         assert_eq!(e.code, 6);
         let e = NetConf::parse(br#"{"cniVersion": "1.0.0"}"#).unwrap_err();
         assert!(e.msg.contains("name"), "{e:?}");
+    }
+
+    #[test]
+    fn the_ipam_lock_file_defaults_to_calico_s_and_must_be_an_absolute_path() {
+        let lock = |extra: &str| {
+            NetConf::parse(format!(r#"{{"name": "n"{extra}}}"#).as_bytes())
+                .and_then(|conf| conf.host_lock())
+        };
+        let path = |extra: &str| lock(extra).unwrap().path().display().to_string();
+        assert_eq!(path(""), "/var/run/calico/ipam.lock");
+        assert_eq!(path(r#", "ipam_lock_file": "/run/x.lock""#), "/run/x.lock");
+        for (extra, msg) in [
+            (
+                r#", "ipam_lock_file": """#,
+                r#"ipam_lock_file: "" is empty (leave it out for /var/run/calico/ipam.lock)"#,
+            ),
+            (
+                r#", "ipam_lock_file": "run/x.lock""#,
+                r#"ipam_lock_file: "run/x.lock" is not an absolute path"#,
+            ),
+        ] {
+            let e = lock(extra).unwrap_err();
+            assert_eq!((e.code, e.msg.as_str()), (code::INVALID_CONFIG, msg));
+        }
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! Calling another CNI plugin (the IPAM plugin the config names) the way a runtime does: the
-//! same environment with the command set, the same configuration on stdin.
+//! The IPAM plugin the config names. `calico-ipam` runs in this process: the same code as the
+//! `calico-ipam` binary (`ipam_plugin`), on the `calico` plugin's own etcd connection, with no
+//! second process and no second connection. Any other plugin is called the way a runtime does:
+//! the same environment with the command set, the same configuration on stdin.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -7,7 +9,31 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use crate::config::NetConf;
 use crate::spec::{CniError, CniResult, code};
+
+/// The `ipam.type` that runs in this process.
+pub const CALICO_IPAM: &str = "calico-ipam";
+
+/// Where a `calico` call's IPAM runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IpamPlugin {
+    /// `calico-ipam`, in this process (`ipam_plugin::{add, del, check}`).
+    InProcess,
+    /// Another plugin, found in `CNI_PATH` and run as a child process.
+    Exec(String),
+}
+
+impl IpamPlugin {
+    /// The config's `ipam.type`.
+    pub fn of(conf: &NetConf) -> Result<IpamPlugin, CniError> {
+        let plugin = &conf.ipam()?.plugin_type;
+        Ok(match plugin.as_str() {
+            CALICO_IPAM => IpamPlugin::InProcess,
+            _ => IpamPlugin::Exec(plugin.clone()),
+        })
+    }
+}
 
 /// Finds `plugin` in the `CNI_PATH` directories.
 pub fn find(plugin: &str, path: &[String]) -> Result<PathBuf, CniError> {

@@ -8,8 +8,8 @@
 //! | `config` | the network configuration on stdin |
 //! | `runtime_config` | `capabilities`/`runtimeConfig` (`ips`, `mac`) and `CNI_ARGS` `IP=`/`MAC=` |
 //! | `workload` | endpoint key, veth name and IPAM handle of a call |
-//! | `delegate` | calling the IPAM plugin the config names |
-//! | `ipam_plugin` | `calico-ipam`: Calico IPAM under the handle `<network>.<container id>` |
+//! | `delegate` | where a `calico` call's IPAM runs: `calico-ipam` in this process, another plugin as a child |
+//! | `ipam_plugin` | `calico-ipam`: Calico IPAM under the handle `<network>.<container id>`, under the per-host lock |
 //! | `plumbing` | plugging a workload in as a plan (steps with their undo) and its executor |
 //! | `routes` | the container's routes: which an attachment owns, their metric, reading them |
 //! | `plugin` | `calico`: veth, addresses, routes, endpoint and profile; rollback; DEL |

@@ -1,11 +1,13 @@
-//! The `calico` plugin: IPAM through the configured IPAM plugin, a veth into the container,
-//! and the workload endpoint (with its network's profile) in the datastore for Felix.
+//! The `calico` plugin: IPAM (`calico-ipam` in this process, any other IPAM plugin as a child
+//! process), a veth into the container, and the workload endpoint (with its network's profile)
+//! in the datastore for Felix.
 //!
 //! ADD undoes everything it did when a later step fails, so a failed ADD leaves no address,
 //! veth or endpoint behind. DEL succeeds whatever is already gone.
 
 use std::net::IpAddr;
 use std::path::Path;
+use std::sync::Arc;
 
 use calico_datastore::Datastore;
 use calico_ipam::Ipam;
@@ -16,9 +18,9 @@ use ipnet::IpNet;
 use serde_json::{Value, json};
 
 use crate::config::NetConf;
-use crate::delegate;
+use crate::delegate::{self, IpamPlugin};
 use crate::fault::{Step, crash_point};
-use crate::ipam_plugin::{connect, ipam_error};
+use crate::ipam_plugin::{self, connect, ipam_error};
 use crate::plumbing::{self, Attachment, RoutePlacement, Undo};
 pub use crate::routes::IPV4_GATEWAY;
 use crate::routes::{self, Placement};
@@ -44,36 +46,83 @@ pub async fn run(env: &Env, conf: &NetConf, stdin: &[u8]) -> Result<Option<Value
         conf,
         stdin,
         workload,
-        ipam_type: conf.ipam()?.plugin_type.clone(),
+        ipam: IpamPlugin::of(conf)?,
     };
     match env.command {
         Command::Add => add(&call).await.map(Some),
         Command::Del => del(&call).await.map(|()| None),
-        Command::Check => crate::check::check(env, conf, stdin, &call.workload, &call.ipam_type)
+        Command::Check => crate::check::check(env, conf, stdin, &call.workload, &call.ipam)
             .await
             .map(|()| None),
         Command::Version => unreachable!("VERSION is answered before any plugin runs"),
     }
 }
 
-/// One call: what the runtime passed, the workload it is about and the IPAM plugin to use.
+/// One call: what the runtime passed, the workload it is about and where its IPAM runs.
 struct Call<'a> {
     env: &'a Env,
     conf: &'a NetConf,
     stdin: &'a [u8],
     workload: Workload,
-    ipam_type: String,
+    ipam: IpamPlugin,
 }
 
 impl<'a> Call<'a> {
-    fn parts(&self) -> (&'a Env, &'a NetConf, &'a [u8], &Workload, &str) {
-        (
-            self.env,
-            self.conf,
-            self.stdin,
-            &self.workload,
-            &self.ipam_type,
-        )
+    fn parts(&self) -> (&'a Env, &'a NetConf, &'a [u8], &Workload) {
+        (self.env, self.conf, self.stdin, &self.workload)
+    }
+
+    /// IPAM ADD once `ready` says the container may be plugged, and the datastore connection
+    /// the rest of ADD uses. In this process IPAM uses that connection, made while `ready`
+    /// runs; a child process makes its own while ours is made.
+    async fn ipam_add(
+        &self,
+        ready: impl Future<Output = Result<(), CniError>>,
+    ) -> Result<(Arc<dyn Datastore>, Result<CniResult, CniError>), CniError> {
+        let (env, conf, stdin, _) = self.parts();
+        let plugin = match &self.ipam {
+            IpamPlugin::InProcess => {
+                let (ready, store) = tokio::join!(ready, connect(conf));
+                ready?;
+                let store = store?;
+                let assigned = ipam_plugin::add(&Ipam::new(store.clone()), env, conf).await;
+                return Ok((store, assigned));
+            }
+            IpamPlugin::Exec(plugin) => plugin,
+        };
+        ready.await?;
+        let exec = {
+            let (plugin, path, stdin) = (plugin.clone(), env.path.clone(), stdin.to_vec());
+            tokio::task::spawn_blocking(move || delegate::ipam_add(&plugin, &path, &stdin))
+        };
+        let (store, assigned) = tokio::join!(connect(conf), exec);
+        let assigned = assigned
+            .map_err(|e| CniError::new(code::IO_FAILURE, format!("the IPAM call failed: {e}")))?;
+        match store {
+            Ok(store) => Ok((store, assigned)),
+            Err(error) => {
+                if assigned.is_ok()
+                    && let Err(e) = delegate::call(plugin, &env.path, "DEL", stdin)
+                {
+                    tracing::error!("undo: IPAM DEL failed: {e}");
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// IPAM DEL: in this process through `ipam`, or by the IPAM plugin.
+    async fn ipam_del(&self, ipam: &Ipam) -> Result<(), CniError> {
+        let (env, conf, stdin, _) = self.parts();
+        let plugin = match &self.ipam {
+            IpamPlugin::InProcess => return ipam_plugin::del(ipam, env, conf).await,
+            IpamPlugin::Exec(plugin) => plugin.clone(),
+        };
+        let (path, stdin) = (env.path.clone(), stdin.to_vec());
+        tokio::task::spawn_blocking(move || delegate::call(&plugin, &path, "DEL", &stdin))
+            .await
+            .map_err(|e| CniError::new(code::IO_FAILURE, format!("the IPAM call failed: {e}")))?
+            .map(|_| ())
     }
 }
 
@@ -87,17 +136,39 @@ struct Done {
 }
 
 async fn add(call: &Call<'_>) -> Result<Value, CniError> {
-    let (env, conf, stdin, workload, ipam_type) = call.parts();
+    let (env, conf, _, workload) = call.parts();
     let requested = conf.requested(env)?;
-    let netns = Netns::at_path(&env.netns);
     if !Path::new(&env.netns).exists() {
         return Err(CniError::new(
             code::UNKNOWN_CONTAINER,
             format!("CNI_NETNS {}: no such namespace", env.netns),
         ));
     }
-    // A repeated ADD must not touch the interface (and addresses) the first one made.
-    let container = Netlink::connect(&netns).map_err(kernel)?;
+    let (store, assigned) = call.ipam_add(not_added_yet(env)).await?;
+    let mut done = Done {
+        ipam: assigned.is_ok(),
+        ..Done::default()
+    };
+    let outcome = match assigned {
+        Ok(assigned) => {
+            let store = store.as_ref();
+            add_steps(env, conf, workload, &requested, assigned, store, &mut done).await
+        }
+        Err(error) => Err(error),
+    };
+    match outcome {
+        Ok(result) => Ok(result.to_json(&conf.cni_version)),
+        Err(error) => {
+            tracing::warn!("ADD failed, undoing it: {error}");
+            undo(&done, call, &store).await;
+            Err(error)
+        }
+    }
+}
+
+/// A repeated ADD must not touch the interface (and addresses) the first one made.
+async fn not_added_yet(env: &Env) -> Result<(), CniError> {
+    let container = Netlink::connect(&Netns::at_path(&env.netns)).map_err(kernel)?;
     if container
         .link_by_name(&env.ifname)
         .await
@@ -112,44 +183,7 @@ async fn add(call: &Call<'_>) -> Result<Value, CniError> {
             ),
         ));
     }
-    // IPAM (another process) and the etcd connection overlap.
-    let ipam = {
-        let (plugin, path, stdin) = (ipam_type.to_owned(), env.path.clone(), stdin.to_vec());
-        tokio::task::spawn_blocking(move || delegate::ipam_add(&plugin, &path, &stdin))
-    };
-    let (store, assigned) = tokio::join!(connect(conf), ipam);
-    let assigned = assigned
-        .map_err(|e| CniError::new(code::IO_FAILURE, format!("the IPAM call failed: {e}")))?;
-    let mut done = Done {
-        ipam: assigned.is_ok(),
-        ..Done::default()
-    };
-    let store = match store {
-        Ok(store) => store,
-        Err(error) => {
-            if done.ipam
-                && let Err(e) = delegate::call(ipam_type, &env.path, "DEL", stdin)
-            {
-                tracing::error!("undo: IPAM DEL failed: {e}");
-            }
-            return Err(error);
-        }
-    };
-    let outcome = match assigned {
-        Ok(assigned) => {
-            let store = store.as_ref();
-            add_steps(env, conf, workload, &requested, assigned, store, &mut done).await
-        }
-        Err(error) => Err(error),
-    };
-    match outcome {
-        Ok(result) => Ok(result.to_json(&conf.cni_version)),
-        Err(error) => {
-            tracing::warn!("ADD failed, undoing it: {error}");
-            undo(&done, env, stdin, ipam_type, store.as_ref()).await;
-            Err(error)
-        }
-    }
+    Ok(())
 }
 
 async fn add_steps(
@@ -331,7 +365,7 @@ async fn ensure_profile(conf: &NetConf, store: &dyn Datastore) -> Result<(), Cni
 }
 
 /// Undoes a partial ADD, best effort, in reverse order.
-async fn undo(done: &Done, env: &Env, stdin: &[u8], ipam_type: &str, store: &dyn Datastore) {
+async fn undo(done: &Done, call: &Call<'_>, store: &Arc<dyn Datastore>) {
     if let Some(key) = &done.endpoint
         && let Err(e) = store.delete(key).await
     {
@@ -339,66 +373,103 @@ async fn undo(done: &Done, env: &Env, stdin: &[u8], ipam_type: &str, store: &dyn
     }
     plumbing::undo(&done.plumbing).await;
     if done.ipam
-        && let Err(e) = delegate::call(ipam_type, &env.path, "DEL", stdin)
+        && let Err(e) = call.ipam_del(&Ipam::new(store.clone())).await
     {
         tracing::error!("undo: IPAM DEL failed: {e}");
     }
 }
 
 async fn del(call: &Call<'_>) -> Result<(), CniError> {
-    let (env, conf, stdin, workload, ipam_type) = call.parts();
+    let (env, conf, _, workload) = call.parts();
+    // DEL tries everything: the container side goes whoever owns the endpoint, and whether
+    // etcd answers or not. The kernel tears a veth down inside the netlink request (tens of
+    // milliseconds), which would stall this thread's runtime: it runs on a thread of its own
+    // from the start, while etcd is reached and read and IPAM releases.
+    let container_side = async {
+        if env.netns.is_empty() || !Path::new(&env.netns).exists() {
+            return Ok(());
+        }
+        remove_container_side_apart(env.netns.clone(), env.ifname.clone())
+            .await
+            .map_err(|e| {
+                CniError::new(
+                    code::IO_FAILURE,
+                    format!("the interface removal failed: {e}"),
+                )
+            })?
+    };
+    let (removed, datastore) = tokio::join!(container_side, del_in_datastore(call));
+    let (ipam, owner) = datastore?;
+    removed?;
+    if owner.newer {
+        return Ok(());
+    }
+    let host = Netlink::connect(&Netns::current()).map_err(kernel)?;
+    host.delete_link(&workload.veth_name())
+        .await
+        .map_err(kernel)?;
+    if !owner.legacy.is_empty() {
+        let _held = ipam_plugin::host_lock(conf).await?;
+        let freed = ipam.release_ips(&owner.legacy).await.map_err(ipam_error)?;
+        let legacy = handle_id(&conf.name, &env.container_id, "eth0");
+        tracing::info!(?freed, %legacy, "released this interface's addresses of the old handle");
+    }
+    Ok(())
+}
+
+/// DEL in etcd: IPAM releases the call's handle while the endpoint's owner is read, and the
+/// endpoint goes when its addresses are this container's. Returns the IPAM (on this call's
+/// connection) and the owner.
+async fn del_in_datastore(call: &Call<'_>) -> Result<(Ipam, Ownership), CniError> {
+    let (env, conf, _, workload) = call.parts();
     let store = connect(conf).await?;
+    let ipam = Ipam::new(store.clone());
     let key = workload.key().to_string();
     // Kubernetes reuses a pod's name (and so its endpoint and veth) for the next container:
     // only remove what belongs to this container's addresses.
     let handle = handle_id(&conf.name, &env.container_id, &env.ifname);
     // Before `.<ifname>` was part of the handle, every interface used the eth0 one.
     let legacy = handle_id(&conf.name, &env.container_id, "eth0");
-    let current = store.get(&key).await.map_err(|e| conf.etcd_error(e))?;
-    let owner = match &current {
-        None => Ownership::default(),
-        Some(pair) => owned_by(&store, &pair.value, &handle, &legacy).await?,
+    let ownership = async {
+        let current = store.get(&key).await.map_err(|e| conf.etcd_error(e))?;
+        let owner = match &current {
+            None => Ownership::default(),
+            Some(pair) => owned_by(&ipam, &pair.value, &handle, &legacy).await?,
+        };
+        Ok::<_, CniError>((current, owner))
     };
-    let ours = !owner.newer;
-    // IPAM DEL (another process) runs while the interfaces and the endpoint go.
-    let ipam = {
-        let (plugin, path, stdin) = (ipam_type.to_owned(), env.path.clone(), stdin.to_vec());
-        tokio::task::spawn_blocking(move || delegate::call(&plugin, &path, "DEL", &stdin))
-    };
-    let cleaned = async {
-        if !env.netns.is_empty() && Path::new(&env.netns).exists() {
-            remove_container_side(&env.netns, &env.ifname).await?;
-        }
-        if !ours {
+    // Releasing this handle changes no answer of `owned_by`: the addresses it frees were this
+    // handle's, which counts as ours either way.
+    let (ownership, released) = tokio::join!(ownership, call.ipam_del(&ipam));
+    let (current, owner) = ownership?;
+    match current {
+        _ if owner.newer => {
             tracing::info!(%key, "the endpoint belongs to a newer container; leaving it");
-            return Ok(());
         }
-        let host = Netlink::connect(&Netns::current()).map_err(kernel)?;
-        host.delete_link(&workload.veth_name())
-            .await
-            .map_err(kernel)?;
-        if let Some(pair) = current {
+        Some(pair) => {
             store
                 .compare_and_delete(&key, pair.mod_revision)
                 .await
                 .map_err(|e| conf.etcd_error(e))?;
         }
-        Ok::<(), CniError>(())
+        None => {}
     }
-    .await;
-    let released = ipam
-        .await
-        .map_err(|e| CniError::new(code::IO_FAILURE, format!("the IPAM call failed: {e}")))?;
-    cleaned?;
     released?;
-    if ours && !owner.legacy.is_empty() {
-        let freed = Ipam::new(store.clone())
-            .release_ips(&owner.legacy)
-            .await
-            .map_err(ipam_error)?;
-        tracing::info!(?freed, %legacy, "released this interface's addresses of the old handle");
-    }
-    Ok(())
+    Ok((ipam, owner))
+}
+
+/// [`remove_container_side`] on a thread and runtime of its own.
+fn remove_container_side_apart(
+    netns: String,
+    ifname: String,
+) -> tokio::task::JoinHandle<Result<(), CniError>> {
+    tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| CniError::new(code::IO_FAILURE, format!("cannot start: {e}")))?;
+        runtime.block_on(remove_container_side(&netns, &ifname))
+    })
 }
 
 /// The container side of an attachment: its source rules (a standby's; they do not go with
@@ -434,7 +505,7 @@ struct Ownership {
 /// Whose the endpoint's addresses are: this handle's (or nobody's), the legacy handle's for an
 /// interface other than eth0, or another container's.
 async fn owned_by(
-    store: &std::sync::Arc<dyn Datastore>,
+    ipam: &Ipam,
     value: &str,
     handle: &str,
     legacy: &str,
@@ -443,7 +514,6 @@ async fn owned_by(
     let Ok(endpoint) = from_json::<WorkloadEndpoint>(value) else {
         return Ok(owner);
     };
-    let ipam = Ipam::new(store.clone());
     for net in endpoint.ipv4_nets.iter().chain(&endpoint.ipv6_nets) {
         let holder = ipam.ip_info(net.addr()).await.map_err(ipam_error)?;
         match holder.and_then(|a| a.primary) {

@@ -285,6 +285,35 @@ fn del_succeeds_for_unknown_containers_and_without_a_namespace() {
     assert!(!rig.in_host(&["-o", "link"]).contains(&veth));
 }
 
+/// DEL tries everything: with etcd unreachable it still takes the container's interface out
+/// (and fails naming etcd); the runtime's next DEL finishes the job.
+#[test]
+fn del_with_etcd_unreachable_removes_the_interface_and_a_retry_finishes() {
+    let rig = Rig::new();
+    let container = NetNs::new("cni-del-etcd");
+    let path = netns_path(&container);
+    let vars = env("deletcd", &path, "");
+    let config = rig.config("1.0.0", json!({"type": "calico-ipam"}));
+    assert_ok(&rig.call("calico", "ADD", &vars, &config));
+    let mut unreachable = config.clone();
+    // Nothing listens on port 9 in the host namespace: connection refused at once.
+    unreachable["etcd_endpoints"] = json!("http://127.0.0.1:9");
+    let del = rig.call("calico", "DEL", &vars, &unreachable);
+    assert!(!del.ok, "{}", del.json);
+    assert_eq!(del.json["code"], 100, "{}", del.json);
+    let links = container.run_ok("ip", &["-o", "link"], "");
+    assert_eq!(links.lines().count(), 1, "only lo is left: {links}");
+    assert_eq!(
+        rig.keys("/calico/ipam/v2/handle/").len(),
+        1,
+        "IPAM untouched"
+    );
+    assert_ok(&rig.call("calico", "DEL", &vars, &config));
+    assert!(rig.keys("/calico/ipam/v2/handle/").is_empty());
+    assert!(rig.keys("/calico/v1/host/").is_empty());
+    assert!(!rig.in_host(&["-o", "link"]).contains("cali"));
+}
+
 #[test]
 fn repeated_add_and_del_cycles_leak_nothing() {
     let rig = Rig::new();

@@ -418,11 +418,12 @@ impl Ipam {
         &self,
         ips: &[IpAddr],
     ) -> Result<Vec<(IpAddr, Option<String>)>, IpamError> {
-        let mut by_block: BTreeMap<IpNet, Vec<IpAddr>> = BTreeMap::new();
+        // Each block as found (its first attempt needs no read of its own) and its addresses.
+        let mut by_block: BTreeMap<IpNet, (StoredBlock, Vec<IpAddr>)> = BTreeMap::new();
         let mut pools: BTreeMap<IpVersion, Vec<IpPool>> = BTreeMap::new();
         for &ip in ips {
-            if let Some(ips) = by_block.iter_mut().find(|(cidr, _)| cidr.contains(&ip)) {
-                ips.1.push(ip);
+            if let Some((_, (_, ips))) = by_block.iter_mut().find(|(cidr, _)| cidr.contains(&ip)) {
+                ips.push(ip);
                 continue;
             }
             let version = IpVersion::of_addr(&ip);
@@ -430,23 +431,30 @@ impl Ipam {
                 slot.insert(self.pools(version).await?);
             }
             if let Some(stored) = self.block_holding(ip, &pools[&version]).await? {
-                by_block.entry(stored.value.cidr).or_default().push(ip);
+                by_block.insert(stored.value.cidr, (stored, vec![ip]));
             }
         }
         let mut freed = Vec::new();
-        for (cidr, ips) in by_block {
-            freed.extend(self.release_in_block(&cidr, &ips).await?);
+        for (cidr, (stored, ips)) in by_block {
+            freed.extend(self.release_in_block(&cidr, Some(stored), &ips).await?);
         }
         Ok(freed)
     }
 
+    /// Releases `ips` of the block `cidr`, starting from the block as `read` (when it was
+    /// just read) and reading it again after a lost race.
     async fn release_in_block(
         &self,
         cidr: &IpNet,
+        mut read: Option<StoredBlock>,
         ips: &[IpAddr],
     ) -> Result<Vec<(IpAddr, Option<String>)>, IpamError> {
         for attempt in 1..=self.attempts {
-            let Some(stored) = self.read_block(cidr).await? else {
+            let stored = match read.take() {
+                Some(stored) => Some(stored),
+                None => self.read_block(cidr).await?,
+            };
+            let Some(stored) = stored else {
                 return Ok(Vec::new());
             };
             let mut block = stored.value.clone();
@@ -508,6 +516,11 @@ impl Ipam {
             handle_write(&mut txn, handle, Some(stored.revision), &record);
             if txn.commit(self.store()).await? {
                 freed.extend(released);
+                if record.block.is_empty() {
+                    // The transaction deleted the record (as read): nothing is left to read.
+                    self.hints().record(handle, None);
+                    return Ok(freed);
+                }
             } else {
                 conflicts += 1;
                 backoff(conflicts).await;

@@ -111,6 +111,22 @@ enum Served {
 }
 
 impl Ipam {
+    /// Reads at once what an assignment for `host` needs before the host's blocks — the pools
+    /// of each version, the host's affinities and the IPAM config — and remembers it, so that
+    /// the next assignment starts by reading the blocks. A process that assigns once (a CNI
+    /// plugin run) saves a round trip by running this alongside its other first reads. What it
+    /// remembers is only trusted as far as a batch's transaction compares it (see `read_batch`).
+    pub async fn prefetch(&self, host: &str, versions: &[IpVersion]) -> Result<(), IpamError> {
+        let per_version = try_join_all(versions.iter().map(|&version| async move {
+            tokio::try_join!(
+                self.stored_pools(version),
+                self.affine_blocks(host, version)
+            )
+        }));
+        tokio::try_join!(per_version, self.stored_settings())?;
+        Ok(())
+    }
+
     /// Assigns in the lane of the job's host.
     pub(crate) async fn assign_in_lane(&self, job: AssignJob) -> AssignOutcome {
         let (reply, answer) = oneshot::channel();

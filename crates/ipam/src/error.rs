@@ -1,6 +1,7 @@
 //! Why an IPAM operation failed, in words that say what to do next.
 
 use std::net::IpAddr;
+use std::path::PathBuf;
 
 use calico_datastore::DatastoreError;
 use calico_model::IpVersion;
@@ -64,6 +65,14 @@ pub enum IpamError {
         "{key} holds an invalid value: {reason}; repair it with calicoctl ipam check --fix or by hand"
     )]
     Corrupt { key: String, reason: String },
+    /// The per-host lock (`host_lock`) could not be taken: the file is unusable, or (`busy`)
+    /// another holder kept it too long.
+    #[error("the per-host IPAM lock {}: {reason}", path.display())]
+    Lock {
+        path: PathBuf,
+        reason: String,
+        busy: bool,
+    },
     /// A handle id that cannot be a key segment.
     #[error("handle {handle:?}: {reason}")]
     InvalidHandle { handle: String, reason: String },

@@ -8,6 +8,7 @@
 //! | `allocator` | [`Ipam`]: auto-assign, assign one address, release by address or handle |
 //! | `batch` | per-host lanes: concurrent assignments and releases of one host in one transaction |
 //! | `hint` | what the process last saw of blocks and affinities: what to read, never the answer |
+//! | `host_lock` | [`HostLock`]: the per-host lock file the CNI runs of one host take in turn |
 //! | `affinity` | claiming and releasing a host's affinity to blocks |
 //! | `store` | the IPAM keys: reads with revisions, block-and-handle transactions |
 //! | `check` | the consistency audit behind `calicoctl ipam check` and its repairs |
@@ -27,6 +28,7 @@ pub mod config;
 pub mod dialect;
 pub mod error;
 mod hint;
+pub mod host_lock;
 mod store;
 
 pub use affinity::AffinityOutcome;
@@ -34,4 +36,5 @@ pub use allocator::{AssignRequest, Assigned, DEFAULT_ATTEMPTS, IpAssignment, Ipa
 pub use check::{Fixed, HandleMismatch, Invalid, Leak, Report, audit};
 pub use config::IpamSettings;
 pub use error::IpamError;
+pub use host_lock::{HostLock, HostLockGuard};
 pub use store::InvalidBlock;

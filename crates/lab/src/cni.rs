@@ -37,8 +37,11 @@ pub fn plugin_dir() -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// The network configuration a host's runtime would pass.
+/// The network configuration a host's runtime would pass. Each host has its own IPAM lock
+/// (`ipam_lock_file`, in its run directory): the hosts share one machine, and one lock for all
+/// would make a host cut off from etcd hold up the others' plugins.
 pub fn network_config(lab: &Lab, host: &Host) -> Value {
+    let lock = lab.dir.join(&host.name).join("ipam.lock");
     json!({
         "cniVersion": "1.0.0",
         "name": NETWORK,
@@ -46,6 +49,7 @@ pub fn network_config(lab: &Lab, host: &Host) -> Value {
         "etcd_endpoints": lab.etcd_endpoints(),
         "nodename": host.name,
         "log_level": "info",
+        "ipam_lock_file": lock,
         "ipam": {"type": "calico-ipam", "assign_ipv4": true, "assign_ipv6": true},
     })
 }
