@@ -13,7 +13,9 @@ pub mod vxlan;
 pub use drift::{KernelReader, KernelSnapshot};
 pub use driver::{Dataplane, Repairs, Written};
 pub use ipip::{Ipip, IpipChanges, IpipPlan};
-pub use render::config::{DropAction, EndpointToHostAction, MarkBits, RenderConfig};
+pub use render::config::{
+    DropAction, EndpointToHostAction, InterfacePrefixes, MarkBits, RenderConfig,
+};
 pub use render::{
     FilterTable, IpVersion, ipset_name, kernel_jumps, policy_chain, profile_chain, render_filter,
     render_ipset_updates, render_ipsets, render_nat, render_pool_ipsets, render_raw,

@@ -23,6 +23,8 @@ use calico_linux::{
 };
 use ipnet::IpNet;
 
+use crate::render::config::InterfacePrefixes;
+
 /// Something in the kernel could not be read or changed.
 #[derive(Debug, thiserror::Error)]
 pub enum RoutingError {
@@ -306,9 +308,9 @@ pub fn plan(
 pub struct Routing {
     netns: Netns,
     netlink: Netlink,
-    /// Workload interfaces start with this (`InterfacePrefix`); only their static neighbours
-    /// are Calico's.
-    prefix: String,
+    /// Workload interfaces start with one of these (`InterfacePrefix`); only their static
+    /// neighbours are Calico's.
+    prefixes: InterfacePrefixes,
     /// Interfaces already configured, with the index they had (a new link of the same name is
     /// configured again).
     configured: BTreeMap<String, u32>,
@@ -321,11 +323,11 @@ pub struct Routing {
 
 impl Routing {
     /// Opens netlink in `netns`; call inside a tokio runtime.
-    pub fn new(netns: Netns, prefix: &str) -> Result<Routing, RoutingError> {
+    pub fn new(netns: Netns, prefixes: &InterfacePrefixes) -> Result<Routing, RoutingError> {
         Ok(Routing {
             netlink: Netlink::connect(&netns)?,
             netns,
-            prefix: prefix.to_owned(),
+            prefixes: prefixes.clone(),
             configured: BTreeMap::new(),
             addresses: BTreeSet::new(),
             forwarding_on: false,
@@ -391,7 +393,7 @@ impl Routing {
         let routes = self.netlink.calico_routes().await?.into_iter().collect();
         let ours: BTreeSet<u32> = links
             .iter()
-            .filter(|l| l.name.starts_with(&self.prefix))
+            .filter(|l| self.prefixes.matches(&l.name))
             .map(|l| l.index)
             .collect();
         let neighbours = self

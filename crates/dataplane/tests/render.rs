@@ -3,7 +3,9 @@
 //! and `git diff crates/dataplane/tests/snapshots`.
 
 use calico_calc::Calculator;
-use calico_dataplane::{DropAction, IpVersion, RenderConfig, render_filter, render_ipsets};
+use calico_dataplane::{
+    DropAction, InterfacePrefixes, IpVersion, RenderConfig, render_filter, render_ipsets,
+};
 
 /// The calculator for `host`, fed the bundles of `examples/` plus `extra` (key, value) pairs.
 fn cluster(host: &str, extra: &[(&str, &str)]) -> Calculator {
@@ -123,7 +125,7 @@ fn chain_rules<'a>(text: &'a str, chain: &str) -> Vec<&'a str> {
 fn metadata_path_and_bootstrap_whitelist_with_metadata_addr() {
     let calc = cluster("my-host", &[]);
     let config = RenderConfig {
-        interface_prefix: "tap".to_owned(),
+        interface_prefixes: InterfacePrefixes::new(["tap"]).unwrap(),
         metadata: Some("10.0.0.5:9697".parse().unwrap()),
         ..RenderConfig::default()
     };
@@ -168,6 +170,40 @@ fn metadata_path_and_bootstrap_whitelist_with_metadata_addr() {
         !input6.contains("9697"),
         "no metadata path in IPv6: {input6}"
     );
+}
+
+/// `InterfacePrefix=cali,tap`: every rule about workload interfaces is there for both, in the
+/// same place as for one, and so is the metadata DNAT; nothing else is repeated.
+#[test]
+fn several_interface_prefixes_repeat_only_the_workload_interface_rules() {
+    let calc = cluster("my-host", &[]);
+    let one = RenderConfig::default();
+    let both = RenderConfig {
+        interface_prefixes: InterfacePrefixes::new(["cali", "tap"]).unwrap(),
+        ..RenderConfig::default()
+    };
+    for version in [IpVersion::V4, IpVersion::V6] {
+        let single = render_filter(calc.state(), &one, version);
+        let double = render_filter(calc.state(), &both, version);
+        for chain in ["cali-INPUT", "cali-FORWARD", "cali-OUTPUT"] {
+            // Each `cali+` rule followed by its `tap+` twin: the one-prefix chain, expanded.
+            let expected: Vec<String> = chain_rules(&single, chain)
+                .into_iter()
+                .flat_map(|rule| match rule.contains("cali+") {
+                    true => vec![rule.to_owned(), rule.replace("cali+", "tap+")],
+                    false => vec![rule.to_owned()],
+                })
+                .collect();
+            assert_eq!(chain_rules(&double, chain), expected, "{chain} {version:?}");
+        }
+    }
+    let nat = calico_dataplane::render_nat(calc.state(), &both, IpVersion::V4);
+    let dnat: Vec<_> = chain_rules(&nat, "cali-PREROUTING")
+        .into_iter()
+        .filter(|r| r.contains("169.254.169.254"))
+        .collect();
+    assert_eq!(dnat.len(), 2, "{nat}");
+    assert!(dnat[0].starts_with("-i cali+ ") && dnat[1].starts_with("-i tap+ "));
 }
 
 /// `MetadataAddr=None`: no DNAT and no metadata rule; DHCP and DNS stay.

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Context;
 use calico_calc::{Calculator, EndpointKey};
 use calico_dataplane::KernelSnapshot;
-use calico_dataplane::{Dataplane, Ipip, Routing, Vxlan, Written};
+use calico_dataplane::{Dataplane, InterfacePrefixes, Ipip, Routing, Vxlan, Written};
 use calico_datastore::{
     Datastore, DatastoreError, EtcdConfig, EtcdDatastore, FanoutClient, WatchEvent,
 };
@@ -166,11 +166,11 @@ pub async fn run(
         calc: Calculator::new(&hostname),
         firewall: Firewall::new(dataplane(&config)),
         written: written.clone(),
-        routing: Routing::new(netns.clone(), &config.interface_prefix)
+        routing: Routing::new(netns.clone(), &config.interface_prefixes)
             .context("opening netlink")?,
         metrics,
         health,
-        prefix: config.interface_prefix.clone(),
+        prefixes: config.interface_prefixes.clone(),
         stale: Stale {
             routes: true,
             interfaces: true,
@@ -415,7 +415,7 @@ struct Felix<'a> {
     routing: Routing,
     metrics: Metrics,
     health: Health,
-    prefix: String,
+    prefixes: InterfacePrefixes,
     stale: Stale,
     /// The interfaces each host endpoint given by address resolved to, as last logged.
     host_interfaces: BTreeMap<EndpointKey, Vec<String>>,
@@ -484,10 +484,10 @@ impl Felix<'_> {
     /// settings; any other interface, or an address anywhere, may move a host endpoint.
     fn interface_event(&mut self, event: &LinkEvent) {
         match event {
-            LinkEvent::Changed(link) if link.name.starts_with(&self.prefix) => {
+            LinkEvent::Changed(link) if self.prefixes.matches(&link.name) => {
                 self.stale.routes = true;
             }
-            LinkEvent::Removed { name, .. } if name.starts_with(&self.prefix) => {
+            LinkEvent::Removed { name, .. } if self.prefixes.matches(name) => {
                 self.stale.routes = true;
             }
             // A host interface going up or down changes its host endpoint's status.

@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use calico_dataplane::{DropAction, EndpointToHostAction, MarkBits};
+use calico_dataplane::{DropAction, EndpointToHostAction, InterfacePrefixes, MarkBits};
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,7 +146,7 @@ pub struct Config {
     pub log_file_path: Option<PathBuf>,
     pub log_severity_screen: tracing::Level,
     pub log_severity_file: tracing::Level,
-    pub interface_prefix: String,
+    pub interface_prefixes: InterfacePrefixes,
     pub endpoint_to_host: EndpointToHostAction,
     pub drop_action: DropAction,
     /// The metadata server's IPv4 address (as text); `None` when set to `None` (no metadata
@@ -391,7 +391,7 @@ impl Config {
             log_file_path,
             log_severity_screen: t.parse("LogSeverityScreen", severity)?,
             log_severity_file: t.parse("LogSeverityFile", severity)?,
-            interface_prefix: t.parse("InterfacePrefix", interface_prefix)?,
+            interface_prefixes: t.parse("InterfacePrefix", interface_prefixes)?,
             endpoint_to_host: t.parse("DefaultEndpointToHostAction", str::parse)?,
             drop_action: t.parse("DropActionOverride", str::parse)?,
             metadata_addr: t.parse("MetadataAddr", metadata_addr)?,
@@ -422,7 +422,7 @@ impl Config {
     /// The render settings of the dataplane.
     pub fn render(&self) -> calico_dataplane::RenderConfig {
         calico_dataplane::RenderConfig {
-            interface_prefix: self.interface_prefix.clone(),
+            interface_prefixes: self.interface_prefixes.clone(),
             marks: self.marks,
             endpoint_to_host: self.endpoint_to_host,
             drop_action: self.drop_action,
@@ -454,7 +454,7 @@ impl Config {
             ),
             (
                 "InterfacePrefix",
-                self.interface_prefix != new.interface_prefix,
+                self.interface_prefixes != new.interface_prefixes,
             ),
             (
                 "IpInIpEnabled",
@@ -663,11 +663,22 @@ fn metadata_addr(v: &str) -> Result<Option<String>, String> {
     }
 }
 
-fn interface_prefix(v: &str) -> Result<String, String> {
-    if v.is_empty() || v.len() > 10 || !v.chars().all(|c| c.is_ascii_alphanumeric()) {
-        return Err("expected 1-10 letters or digits, such as cali or tap".to_owned());
+/// One prefix (`cali`) or several, comma-separated (`cali,tap`).
+fn interface_prefixes(v: &str) -> Result<InterfacePrefixes, String> {
+    let mut prefixes = Vec::new();
+    for prefix in v.split(',').map(str::trim) {
+        if prefix.is_empty()
+            || prefix.len() > 10
+            || !prefix.chars().all(|c| c.is_ascii_alphanumeric())
+        {
+            return Err(format!(
+                "{prefix:?}: expected 1-10 letters or digits, such as cali or tap (several \
+                 comma-separated, such as cali,tap)"
+            ));
+        }
+        prefixes.push(prefix);
     }
-    Ok(v.to_owned())
+    Ok(InterfacePrefixes::new(prefixes).expect("split gives at least one"))
 }
 
 #[cfg(test)]

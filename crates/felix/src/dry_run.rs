@@ -44,7 +44,7 @@ pub async fn report(
             tracing::warn!("{}", calico_model::invalid_warning(&pair.key, &reason));
         }
     }
-    let routing = Routing::new(netns, &config.interface_prefix).context("opening netlink")?;
+    let routing = Routing::new(netns, &config.interface_prefixes).context("opening netlink")?;
     // Host endpoints given by their addresses apply to the interfaces holding them.
     calc.set_interface_addresses(
         routing

@@ -412,3 +412,112 @@ fn felix_waits_for_etcd_and_reads_the_shared_endpoints_variable() {
     });
     assert!(felix.log().contains("connected to etcd"), "{}", felix.log());
 }
+
+/// A compute host with VMs and containers: `InterfacePrefix=cali,tap` makes both kinds of
+/// interface workload interfaces, by packets. The VM (behind `tap…`) has a profile that lets
+/// nothing in: the container (behind `cali…`) cannot ping it, while the VM pings the container;
+/// opening the VM's profile lets the container in. Were `tap` not a workload prefix, nothing
+/// would police the VM's interface and the first ping would pass.
+#[test]
+fn vms_and_containers_on_one_host_with_two_interface_prefixes() {
+    let host = NetNs::new("calico-felix-2pfx");
+    let vm = NetNs::new("calico-felix-vm");
+    let container = NetNs::new("calico-felix-ctr");
+    let etcd = EtcdServer::start_in_netns(host.name());
+    etcd.put("/calico/v1/Ready", "true");
+    let open =
+        r#"{"inbound_rules": [{"action": "allow"}], "outbound_rules": [{"action": "allow"}]}"#;
+    let closed = r#"{"inbound_rules": [], "outbound_rules": [{"action": "allow"}]}"#;
+    etcd.put("/calico/v1/policy/profile/open/rules", open);
+    etcd.put("/calico/v1/policy/profile/vm/rules", closed);
+    let workloads = [
+        (&vm, "tap0123456789a", "openstack/vm1", "vm", "10.200.0.5"),
+        (&container, "calictr", "k8s/ns.ctr", "open", "10.65.0.9"),
+    ];
+    for (ns, iface, workload, profile, ip) in workloads {
+        let json = format!(
+            r#"{{"state": "active", "name": "{iface}", "profile_ids": ["{profile}"], "ipv4_nets": ["{ip}/32"]}}"#
+        );
+        etcd.put(
+            &format!("/calico/v1/host/h1/workload/{workload}/endpoint/eth0"),
+            &json,
+        );
+        host.run_ok(
+            "ip",
+            &[
+                "link",
+                "add",
+                iface,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                ns.name(),
+            ],
+            "",
+        );
+        // The workload reaches its gateway by a static neighbour entry (the test's host has
+        // no default route for proxy ARP to answer by).
+        host.run_ok(
+            "ip",
+            &["link", "set", iface, "address", "ee:ee:ee:ee:ee:ee"],
+            "",
+        );
+        host.run_ok("ip", &["link", "set", iface, "up"], "");
+        ns.run_ok("ip", &["link", "set", "lo", "up"], "");
+        ns.run_ok("ip", &["link", "set", "eth0", "up"], "");
+        ns.run_ok(
+            "ip",
+            &["addr", "add", &format!("{ip}/32"), "dev", "eth0"],
+            "",
+        );
+        ns.run_ok("ip", &["route", "add", "169.254.1.1", "dev", "eth0"], "");
+        let gateway = [
+            "neigh",
+            "add",
+            "169.254.1.1",
+            "lladdr",
+            "ee:ee:ee:ee:ee:ee",
+            "dev",
+            "eth0",
+        ];
+        ns.run_ok("ip", &gateway, "");
+        ns.run_ok("ip", &["route", "add", "default", "via", "169.254.1.1"], "");
+    }
+    let prefixes = ("FELIX_INTERFACEPREFIX", "cali,tap".to_owned());
+    let felix = Felix::start(&host, &etcd, &[prefixes]);
+    eventually(
+        &felix,
+        "both interfaces dispatched to their endpoints",
+        || {
+            let rules = host.run_ok("iptables-save", &["-t", "filter"], "");
+            [
+                "-i cali+ -j cali-wl-out",
+                "-o tap+ -j cali-wl-in",
+                "cali-wi-tap0123456789a",
+            ]
+            .iter()
+            .all(|rule| rules.contains(rule))
+        },
+    );
+    let ping = |from: &NetNs, to: &str| {
+        from.run("ping", &["-c", "1", "-W", "1", to], "")
+            .status
+            .success()
+    };
+    eventually(&felix, "the VM pinging the container", || {
+        ping(&vm, "10.65.0.9")
+    });
+    assert!(
+        !ping(&container, "10.200.0.5"),
+        "the VM's profile lets nothing in, yet the container's ping reached it"
+    );
+    etcd.put("/calico/v1/policy/profile/vm/rules", open);
+    eventually(
+        &felix,
+        "the container pinging the VM once its profile opens",
+        || ping(&container, "10.200.0.5"),
+    );
+}

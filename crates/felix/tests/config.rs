@@ -48,7 +48,7 @@ fn defaults_are_the_seeds() {
     assert_eq!(config.metadata_addr.as_deref(), Some("127.0.0.1"));
     assert_eq!(config.failsafe_inbound, [22]);
     assert_eq!(config.failsafe_outbound, [2379, 2380, 4001, 7001]);
-    assert_eq!(config.interface_prefix, "cali");
+    assert_eq!(config.interface_prefixes.to_string(), "cali");
     assert_eq!(
         config.log_file_path,
         Some(PathBuf::from("/var/log/calico/felix.log"))
@@ -103,17 +103,38 @@ fn env_names_are_case_insensitive_and_etcd_names_case_sensitive() {
         "h",
     )
     .unwrap();
-    assert_eq!(config.interface_prefix, "tap");
+    assert_eq!(config.interface_prefixes.to_string(), "tap");
     let config = Config::load(&inputs(&[], None, &[], &[("interfaceprefix", "tap")]), "h").unwrap();
     assert_eq!(
-        config.interface_prefix, "cali",
+        config.interface_prefixes.to_string(),
+        "cali",
         "etcd names are case-sensitive"
     );
     let config = Config::load(&inputs(&[], Some("INTERFACEPREFIX: tap"), &[], &[]), "h").unwrap();
     assert_eq!(
-        config.interface_prefix, "tap",
+        config.interface_prefixes.to_string(),
+        "tap",
         "file keys are case-insensitive"
     );
+}
+
+/// A compute host with VMs (`tap`) and containers (`cali`): several prefixes, comma-separated.
+#[test]
+fn several_interface_prefixes_are_each_a_workload_interface() {
+    let config = Config::load(
+        &inputs(
+            &[("FELIX_INTERFACEPREFIX", "cali, tap,cali")],
+            None,
+            &[],
+            &[],
+        ),
+        "h",
+    )
+    .unwrap();
+    let prefixes = &config.interface_prefixes;
+    assert_eq!(prefixes.to_string(), "cali,tap", "trimmed, each once");
+    assert!(prefixes.matches("cali1234") && prefixes.matches("tap0123456789a"));
+    assert!(!prefixes.matches("eth0") && !prefixes.matches("vxlan.calico"));
 }
 
 #[test]
@@ -186,6 +207,11 @@ fn bad_values_name_the_parameter_the_source_and_the_reason() {
             "letters or digits",
         ),
         (
+            inputs(&[("FELIX_INTERFACEPREFIX", "cali,,tap")], None, &[], &[]),
+            "InterfacePrefix",
+            "\"\": expected 1-10 letters or digits",
+        ),
+        (
             inputs(&[("FELIX_REPORTINGINTERVALSECS", "-1")], None, &[], &[]),
             "ReportingIntervalSecs",
             "from 0.001 to 31536000",
@@ -219,7 +245,7 @@ fn the_render_settings_follow_the_config() {
     let render = Config::load(&inputs(&env, None, &[], &[]), "h")
         .unwrap()
         .render();
-    assert_eq!(render.interface_prefix, "tap");
+    assert_eq!(render.interface_prefixes.to_string(), "tap");
     assert_eq!(render.endpoint_to_host, EndpointToHostAction::Accept);
     assert!(
         render.failsafe_inbound.is_empty(),

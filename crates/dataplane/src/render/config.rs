@@ -121,11 +121,59 @@ impl Default for MarkBits {
     }
 }
 
+/// The name prefixes of workload interfaces (`InterfacePrefix`: `cali`, `tap` for OpenStack,
+/// or several, comma-separated, e.g. `cali,tap` on a compute host that also runs containers).
+/// Never empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfacePrefixes(Vec<String>);
+
+impl InterfacePrefixes {
+    /// `prefixes` in order, each once; `None` when there is none.
+    pub fn new<S: Into<String>>(prefixes: impl IntoIterator<Item = S>) -> Option<Self> {
+        let mut list: Vec<String> = Vec::new();
+        for prefix in prefixes {
+            let prefix = prefix.into();
+            if !list.contains(&prefix) {
+                list.push(prefix);
+            }
+        }
+        (!list.is_empty()).then_some(InterfacePrefixes(list))
+    }
+
+    /// Whether `name` is a workload interface's.
+    pub fn matches(&self, name: &str) -> bool {
+        self.0
+            .iter()
+            .any(|prefix| name.starts_with(prefix.as_str()))
+    }
+
+    /// iptables interface wildcards, one per prefix: `cali+`, `tap+`.
+    pub fn wildcards(&self) -> impl Iterator<Item = String> + '_ {
+        self.0.iter().map(|prefix| format!("{prefix}+"))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(String::as_str)
+    }
+}
+
+impl std::fmt::Display for InterfacePrefixes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.join(","))
+    }
+}
+
+impl Default for InterfacePrefixes {
+    fn default() -> Self {
+        InterfacePrefixes(vec!["cali".to_owned()])
+    }
+}
+
 /// Everything the renderer needs besides the desired state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RenderConfig {
-    /// Interfaces with this prefix are workload interfaces (`InterfacePrefix`).
-    pub interface_prefix: String,
+    /// Interfaces with one of these prefixes are workload interfaces (`InterfacePrefix`).
+    pub interface_prefixes: InterfacePrefixes,
     pub marks: MarkBits,
     pub endpoint_to_host: EndpointToHostAction,
     pub drop_action: DropAction,
@@ -142,7 +190,7 @@ pub struct RenderConfig {
 impl Default for RenderConfig {
     fn default() -> Self {
         RenderConfig {
-            interface_prefix: "cali".to_owned(),
+            interface_prefixes: InterfacePrefixes::default(),
             marks: MarkBits::default(),
             endpoint_to_host: EndpointToHostAction::Drop,
             drop_action: DropAction::Drop,

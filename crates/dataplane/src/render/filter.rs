@@ -213,8 +213,9 @@ pub(super) struct Renderer<'a> {
 }
 
 impl Renderer<'_> {
-    fn workload_ifaces(&self) -> String {
-        format!("{}+", self.config.interface_prefix)
+    /// The workload interface wildcards (`cali+`, one per `InterfacePrefix`).
+    fn workload_ifaces(&self) -> Vec<String> {
+        self.config.interface_prefixes.wildcards().collect()
     }
 
     fn clear_marks(&self) -> String {
@@ -239,17 +240,25 @@ impl Renderer<'_> {
     }
 
     fn entry_chains(&self) -> Vec<Chain> {
-        let wl = self.workload_ifaces();
+        let wls = self.workload_ifaces();
+        // Each rule about workload interfaces, once per prefix.
+        let each = |chain: &mut Chain, rule: &dyn Fn(&str) -> String| {
+            for wl in &wls {
+                chain.push(rule(wl));
+            }
+        };
         let mut forward = Chain::new("cali-FORWARD");
         for dir in ["-i", "-o"] {
-            forward.push(format!("{dir} {wl} -m conntrack --ctstate INVALID -j DROP"));
-            forward.push(format!(
-                "{dir} {wl} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
-            ));
+            each(&mut forward, &|wl| {
+                format!("{dir} {wl} -m conntrack --ctstate INVALID -j DROP")
+            });
+            each(&mut forward, &|wl| {
+                format!("{dir} {wl} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
+            });
         }
         forward.push(self.clear_marks());
-        forward.push(format!("-i {wl} -j cali-wl-out"));
-        forward.push(format!("-o {wl} -j cali-wl-in"));
+        each(&mut forward, &|wl| format!("-i {wl} -j cali-wl-out"));
+        each(&mut forward, &|wl| format!("-o {wl} -j cali-wl-in"));
         forward.push(format!("{} -j ACCEPT", self.if_accepted()));
 
         let untracked = self.config.marks.untracked;
@@ -258,20 +267,24 @@ impl Renderer<'_> {
         );
         let mut input = Chain::new("cali-INPUT");
         input.push(untracked_allowed.clone());
-        input.push(format!("-i {wl} -m conntrack --ctstate INVALID -j DROP"));
-        input.push(format!(
-            "-i {wl} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
-        ));
+        each(&mut input, &|wl| {
+            format!("-i {wl} -m conntrack --ctstate INVALID -j DROP")
+        });
+        each(&mut input, &|wl| {
+            format!("-i {wl} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
+        });
         // What a workload needs from its host before any policy: DHCP, DNS, metadata, ND.
         for rule in self.host_services() {
-            input.push(format!("-i {wl} {rule} -j ACCEPT"));
+            each(&mut input, &|wl| format!("-i {wl} {rule} -j ACCEPT"));
         }
         input.push(self.clear_marks());
-        input.push(format!("-i {wl} -j cali-wl-out"));
-        input.push(format!(
-            "-i {wl} -m comment --comment DefaultEndpointToHostAction -j {}",
-            self.config.endpoint_to_host.target()
-        ));
+        each(&mut input, &|wl| format!("-i {wl} -j cali-wl-out"));
+        each(&mut input, &|wl| {
+            format!(
+                "-i {wl} -m comment --comment DefaultEndpointToHostAction -j {}",
+                self.config.endpoint_to_host.target()
+            )
+        });
         input.push("-j cali-hep-in");
         input.push(format!("{} -j ACCEPT", self.if_accepted()));
 
@@ -279,7 +292,7 @@ impl Renderer<'_> {
         // OUTPUT carries host endpoints' outbound policy only, as in Calico 1.x.
         let mut output = Chain::new("cali-OUTPUT");
         output.push(untracked_allowed);
-        output.push(format!("-o {wl} -j RETURN"));
+        each(&mut output, &|wl| format!("-o {wl} -j RETURN"));
         output.push(self.clear_marks());
         output.push("-j cali-hep-out");
         output.push(format!("{} -j ACCEPT", self.if_accepted()));

@@ -84,15 +84,16 @@ pub fn render_nat(state: &DesiredState, config: &RenderConfig, version: IpVersio
          :cali-fip-dnat - [0:0]\n:cali-fip-snat - [0:0]\n",
     );
     if let (IpVersion::V4, Some(to)) = (version, config.metadata) {
-        writeln!(
-            out,
-            "-A cali-PREROUTING -i {}+ -d {}/32 -p tcp -m tcp --dport {} \
-             -m comment --comment metadata -j DNAT --to-destination {to}",
-            config.interface_prefix,
-            METADATA_SERVICE.ip(),
-            METADATA_SERVICE.port(),
-        )
-        .unwrap();
+        for wl in config.interface_prefixes.wildcards() {
+            writeln!(
+                out,
+                "-A cali-PREROUTING -i {wl} -d {}/32 -p tcp -m tcp --dport {} \
+                 -m comment --comment metadata -j DNAT --to-destination {to}",
+                METADATA_SERVICE.ip(),
+                METADATA_SERVICE.port(),
+            )
+            .unwrap();
+        }
     }
     out.push_str("-A cali-PREROUTING -j cali-fip-dnat\n");
     out.push_str("-A cali-OUTPUT -j cali-fip-dnat\n");
