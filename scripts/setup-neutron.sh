@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs a real OpenStack Neutron server (Debian's Zed packages) and MariaDB for the OpenStack
-# tests (`cargo test -p calico-openstack`) on a Debian 12 machine (run as root). Nothing is
+# Installs a real OpenStack Neutron server (Debian's Zed packages), MariaDB, dnsmasq and a DHCP
+# client for the OpenStack tests (`cargo test -p calico-openstack`) on a Debian 12 machine (run as root). Nothing is
 # started: the tests run their own neutron-server and mariadbd in private directories.
 # Idempotent: packages already present are not reinstalled, and apt-get update runs only when
 # something is missing.
@@ -13,6 +13,8 @@ declare -A NEEDED=(
   [/usr/sbin/mariadbd]=mariadb-server            # Neutron's database: parallel writers work
   [/usr/bin/mariadb-install-db]=mariadb-server   # … in a throwaway data directory per test
   [/usr/bin/mariadb]=mariadb-server              # … where the test creates the database
+  [/usr/sbin/dnsmasq]=dnsmasq-base               # what calico-dhcp-agent runs (tests/dhcp.rs)
+  [/sbin/dhclient]=isc-dhcp-client               # a DHCPv6 client for a VM namespace (busybox has none)
 )
 
 missing=()
@@ -26,7 +28,7 @@ done
 /usr/bin/python3 -c 'import pymysql' 2>/dev/null || missing+=(python3-pymysql)
 
 if ((${#missing[@]} == 0)); then
-  echo "neutron-server and mariadb-server are installed"
+  echo "neutron-server, mariadb-server and dnsmasq are installed"
   exit 0
 fi
 if [[ $(id -u) -ne 0 ]]; then
@@ -57,4 +59,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get "${apt_wait[@]}" update -qq
 apt-get "${apt_wait[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 
-echo "neutron-server and mariadb-server are installed"
+echo "neutron-server, mariadb-server and dnsmasq are installed"

@@ -35,7 +35,7 @@ pub struct Args {
 }
 
 /// A positive duration such as `500ms`, `2s` or `1m`.
-fn duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     let value = humantime::parse_duration(text)
         .map_err(|e| format!("{text:?}: {e} (expected e.g. 500ms, 2s, 1m)"))?;
     if value.is_zero() {

@@ -116,6 +116,7 @@ mod tests {
                 gateway_ip: Some("10.65.0.1".into()),
                 enable_dhcp: true,
                 revision_number: 1,
+                ..Default::default()
             }],
             security_groups: vec![SecurityGroup {
                 id: "sg1".into(),

@@ -1,7 +1,8 @@
 //! Calico for OpenStack (seeds 000 and 002): Neutron's VM ports become workload endpoints and
 //! its security groups profiles in etcd, kept equal to Neutron by `calico-neutron`. The Neutron
 //! side is the small ML2 mechanism driver in `openstack/networking_calico_rs` (Python), which
-//! only binds ports as TAP interfaces; all logic is here.
+//! only binds ports as TAP interfaces; all logic is here. On each compute host,
+//! `calico-dhcp-agent` serves the host's VMs by DHCP through dnsmasq (`dhcp`).
 //!
 //! | module | owns |
 //! | --- | --- |
@@ -12,11 +13,15 @@
 //! | `desired` | pure: a snapshot → the owned etcd keys and values |
 //! | `sync` | ownership, the plan (puts, deletes in dependency order), its executor, the poll and resync loop |
 //! | `config` | the command line of `calico-neutron` |
+//! | `daemon` | what both binaries' `main` share: logging, the runtime, the exit code |
+//! | `dhcp` | `calico-dhcp-agent`: this host's endpoints + Neutron's subnets → one dnsmasq (its own module map) |
 //! | `error` | [`NeutronError`], [`TranslateError`], [`SyncError`] and their log levels |
 
 pub mod client;
 pub mod config;
+pub mod daemon;
 pub mod desired;
+pub mod dhcp;
 pub mod error;
 pub mod neutron;
 pub mod rule;

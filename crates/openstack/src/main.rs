@@ -1,6 +1,5 @@
 //! `calico-neutron`: keeps etcd's OpenStack endpoints and profiles equal to Neutron.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -12,26 +11,8 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log))
-        .with_writer(std::io::stderr)
-        // Colours only on a terminal: a service's stderr usually goes to a log file.
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("calico-neutron: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    let log = args.log.clone();
+    calico_openstack::daemon::main_of("calico-neutron", &log, run(args))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {

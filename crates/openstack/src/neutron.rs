@@ -18,8 +18,8 @@ pub struct Network {
     pub revision_number: u64,
 }
 
-/// A subnet: its gateway becomes the endpoints' `ipvX_gateway`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// A subnet: its gateway becomes the endpoints' `ipvX_gateway`; the DHCP agent serves the rest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct Subnet {
     pub id: String,
     #[serde(default)]
@@ -31,7 +31,22 @@ pub struct Subnet {
     #[serde(default)]
     pub enable_dhcp: bool,
     #[serde(default)]
+    pub dns_nameservers: Vec<String>,
+    #[serde(default)]
+    pub host_routes: Vec<HostRoute>,
+    #[serde(default)]
+    pub ipv6_address_mode: Option<String>,
+    #[serde(default)]
+    pub ipv6_ra_mode: Option<String>,
+    #[serde(default)]
     pub revision_number: u64,
+}
+
+/// One of a subnet's `host_routes`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct HostRoute {
+    pub destination: String,
+    pub nexthop: String,
 }
 
 /// One address of a port.

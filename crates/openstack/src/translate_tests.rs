@@ -15,6 +15,7 @@ fn subnet(id: &str, version: u8, gateway: Option<&str>) -> Subnet {
         gateway_ip: gateway.map(str::to_owned),
         enable_dhcp: true,
         revision_number: 1,
+        ..Default::default()
     }
 }
 

@@ -1,6 +1,10 @@
 //! Fixtures of the OpenStack tests: a real neutron-server ([`neutron::Neutron`]) and the
-//! `calico-neutron` binary ([`SyncProcess`]).
+//! `calico-neutron` binary ([`SyncProcess`]); a forwarder into a network namespace
+//! ([`forward::Forwarder`]).
 
+#![allow(dead_code)] // each test binary uses part of the fixtures
+
+pub mod forward;
 pub mod neutron;
 
 use std::path::{Path, PathBuf};
@@ -15,12 +19,33 @@ pub struct SyncProcess {
 impl SyncProcess {
     /// Starts the binary with a short resync interval so tests can see drift repaired.
     pub fn start(etcd: &str, neutron: &str, log: &Path, resync: &str) -> SyncProcess {
+        Self::start_in(None, etcd, neutron, log, resync)
+    }
+
+    /// [`SyncProcess::start`] inside a network namespace (`ip netns exec` execs the binary, so
+    /// the child is the process itself).
+    pub fn start_in(
+        netns: Option<&str>,
+        etcd: &str,
+        neutron: &str,
+        log: &Path,
+        resync: &str,
+    ) -> SyncProcess {
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
             .expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_calico-neutron"))
+        let binary = env!("CARGO_BIN_EXE_calico-neutron");
+        let mut command = match netns {
+            None => Command::new(binary),
+            Some(netns) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", netns, binary]);
+                command
+            }
+        };
+        let child = command
             .args(["--neutron-url", neutron, "--etcd-endpoints", etcd])
             .args(["--resync-interval", resync])
             .env("CALICO_NEUTRON_LOG", "info")

@@ -1,0 +1,77 @@
+//! `calico-dhcp-agent`: serves this compute host's OpenStack VMs by DHCP through dnsmasq.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use calico_datastore::connect_retrying;
+use calico_openstack::client::Client;
+use calico_openstack::dhcp::agent::{self, Options};
+use calico_openstack::dhcp::config::DhcpArgs;
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = DhcpArgs::parse();
+    let log = args.log.clone();
+    calico_openstack::daemon::main_of("calico-dhcp-agent", &log, run(args))
+}
+
+async fn run(args: DhcpArgs) -> anyhow::Result<()> {
+    let neutron = Client::new(&args.neutron_url).context("--neutron-url")?;
+    let (host, host_source) = match &args.host {
+        Some(host) => (host.clone(), "--host"),
+        None => (hostname(), "the kernel's hostname"),
+    };
+    let options = Options {
+        host,
+        interface: args.interface.clone(),
+        tap_prefix: args.tap_prefix.clone(),
+        state_dir: args.state_dir.clone(),
+        dnsmasq: args.dnsmasq.clone(),
+        lease_time: args.lease_time,
+        neutron_poll_interval: args.neutron_poll_interval,
+    };
+    anyhow::ensure!(
+        options.dnsmasq.exists(),
+        "--dnsmasq {}: no such file (install dnsmasq-base)",
+        options.dnsmasq.display()
+    );
+    tracing::info!(
+        host = options.host,
+        host_source,
+        neutron = args.neutron_url,
+        etcd = args.etcd.etcd_endpoints,
+        interface = options.interface,
+        taps = format!("{}*", options.tap_prefix),
+        state_dir = %options.state_dir.display(),
+        dnsmasq = %options.dnsmasq.display(),
+        lease_time = ?options.lease_time,
+        "starting"
+    );
+    // A daemon: wait for etcd as long as it takes (one warning per attempt).
+    let store = connect_retrying(&args.etcd.config(), "calico-dhcp-agent", None).await?;
+    agent::run(&options, neutron, &store, shutdown()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The kernel's hostname, as Nova reports it by default.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned())
+}
+
+/// SIGTERM or SIGINT.
+async fn shutdown() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

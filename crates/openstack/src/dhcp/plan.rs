@@ -1,0 +1,151 @@
+//! Pure: this host's endpoints (as etcd holds them) and Neutron's subnets → what dnsmasq serves.
+//!
+//! An endpoint's addresses carry no subnet id, so each address is matched to the Neutron subnet
+//! whose cidr contains it. Only subnets that hold an address of this host's ports are served.
+//! An address no subnet holds, or more than one (overlapping cidrs), or one in a subnet dnsmasq
+//! cannot serve, is left out and named; so is an endpoint without a MAC.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use calico_model::Key;
+use calico_model::endpoint::WorkloadEndpoint;
+
+use super::NotServed;
+use super::subnet::{DhcpSubnet, Mode, Served, served};
+
+/// One port's DHCP entry: its MAC and the addresses it is given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostEntry {
+    pub port_id: String,
+    pub mac: String,
+    /// At most one IPv4 address (a DHCPv4 client takes one).
+    pub ipv4: Option<IpAddr>,
+    /// Addresses in `dhcpv6-stateful` subnets.
+    pub ipv6: Vec<IpAddr>,
+}
+
+/// Everything dnsmasq serves, and what was left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// By subnet id.
+    pub subnets: BTreeMap<String, Served>,
+    /// By port id.
+    pub hosts: Vec<HostEntry>,
+    pub left_out: Vec<NotServed>,
+}
+
+/// The plan for `endpoints` (etcd key → value) given Neutron's `subnets`.
+pub fn plan(endpoints: &BTreeMap<String, String>, subnets: &[DhcpSubnet]) -> Plan {
+    let mut plan = Plan::default();
+    let mut checked: BTreeMap<&str, Option<Served>> = BTreeMap::new();
+    for (key, value) in endpoints {
+        let (port_id, endpoint) = match parse(key, value) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                plan.left_out.push(e);
+                continue;
+            }
+        };
+        let Some(mac) = endpoint.mac else {
+            plan.left_out
+                .push(NotServed::port(&port_id, "no mac: DHCP serves by MAC"));
+            continue;
+        };
+        let mut entry = HostEntry {
+            port_id: port_id.clone(),
+            mac: mac.to_string(),
+            ipv4: None,
+            ipv6: Vec::new(),
+        };
+        let nets = endpoint.ipv4_nets.iter().chain(&endpoint.ipv6_nets);
+        for addr in nets.map(|n| n.addr()) {
+            match subnet_of(addr, subnets, &mut checked, &mut plan) {
+                Ok(served) => add(&mut entry, addr, served, &mut plan.left_out),
+                Err(reason) => plan.left_out.push(NotServed::port(
+                    &port_id,
+                    format!("address {addr}: {reason}"),
+                )),
+            }
+        }
+        if entry.ipv4.is_some() || !entry.ipv6.is_empty() {
+            plan.hosts.push(entry);
+        }
+    }
+    plan.hosts.sort_by(|a, b| a.port_id.cmp(&b.port_id));
+    plan
+}
+
+/// The port id and endpoint of an etcd key and value.
+fn parse(key: &str, value: &str) -> Result<(String, WorkloadEndpoint), NotServed> {
+    let id = match Key::parse(key) {
+        Ok(Key::WorkloadEndpoint(id)) => id,
+        Ok(_) => return Err(NotServed::new("key", key, "not a workload endpoint")),
+        Err(e) => return Err(NotServed::new("key", key, e.to_string())),
+    };
+    let endpoint = serde_json::from_str(value)
+        .map_err(|e| NotServed::port(&id.endpoint, format!("endpoint value: {e}")))?;
+    Ok((id.endpoint, endpoint))
+}
+
+/// The served subnet holding `addr`, or why there is none. Each subnet is checked once; one
+/// that cannot be served is named once in `plan.left_out`.
+fn subnet_of<'a>(
+    addr: IpAddr,
+    subnets: &'a [DhcpSubnet],
+    checked: &mut BTreeMap<&'a str, Option<Served>>,
+    plan: &mut Plan,
+) -> Result<Served, String> {
+    let holding: Vec<&DhcpSubnet> = subnets
+        .iter()
+        .filter(|s| {
+            s.cidr
+                .parse::<ipnet::IpNet>()
+                .is_ok_and(|n| n.contains(&addr))
+        })
+        .collect();
+    let subnet = match holding.as_slice() {
+        [] => return Err("in no Neutron subnet".into()),
+        [one] => *one,
+        [a, b, ..] => {
+            return Err(format!(
+                "in subnets {} and {} (overlapping cidrs): cannot tell which",
+                a.id, b.id
+            ));
+        }
+    };
+    let served = checked
+        .entry(&subnet.id)
+        .or_insert_with(|| match served(subnet) {
+            Ok((served, partial)) => {
+                plan.left_out.extend(partial);
+                plan.subnets.insert(served.id.clone(), served.clone());
+                Some(served)
+            }
+            Err(e) => {
+                plan.left_out.push(e);
+                None
+            }
+        });
+    served
+        .clone()
+        .ok_or_else(|| format!("subnet {} is not served", subnet.id))
+}
+
+/// Adds `addr` of `subnet` to `entry` where the subnet's mode gives addresses by DHCP.
+fn add(entry: &mut HostEntry, addr: IpAddr, subnet: Served, left_out: &mut Vec<NotServed>) {
+    match subnet.mode {
+        Mode::V4 if entry.ipv4.is_none() => entry.ipv4 = Some(addr),
+        Mode::V4 => left_out.push(NotServed::port(
+            &entry.port_id,
+            format!("address {addr}: a DHCPv4 client takes one address; it has one already"),
+        )),
+        Mode::Stateful => entry.ipv6.push(addr),
+        // SLAAC: the VM makes the address from the advertised prefix and its MAC.
+        Mode::Stateless | Mode::Slaac => {}
+    }
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

@@ -1,0 +1,166 @@
+//! Pure: a [`Plan`] → dnsmasq's command line, its hosts file and its options file.
+//!
+//! The command line holds what dnsmasq reads only at start (the ranges: one per served subnet,
+//! `static`, so only the MACs in the hosts file get addresses); the hosts file (`--dhcp-hostsfile`)
+//! and the options file (`--dhcp-optsfile`) are re-read on SIGHUP. So a port added or removed
+//! costs a SIGHUP, and only a change of the set of subnets restarts dnsmasq.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+use super::plan::Plan;
+use super::subnet::{Mode, Served};
+
+/// Where dnsmasq runs: its interface, the TAP names, files and lease time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setting<'a> {
+    pub interface: &'a str,
+    pub tap_prefix: &'a str,
+    pub state_dir: &'a Path,
+    pub lease_time: Duration,
+}
+
+/// Everything dnsmasq is given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rendered {
+    /// The command line (without the binary); a change means a restart.
+    pub args: Vec<String>,
+    /// `--dhcp-hostsfile`: one line per port.
+    pub hosts: String,
+    /// `--dhcp-optsfile`: router, DNS and routes per subnet.
+    pub opts: String,
+    /// The interface's addresses: each served subnet's gateway with its prefix length.
+    pub addresses: BTreeSet<IpNet>,
+}
+
+pub const HOSTS_FILE: &str = "hosts";
+pub const OPTS_FILE: &str = "opts";
+pub const LEASE_FILE: &str = "leases";
+pub const PID_FILE: &str = "dnsmasq.pid";
+
+/// What dnsmasq is given for `plan`.
+pub fn render(plan: &Plan, setting: &Setting) -> Rendered {
+    Rendered {
+        args: args(plan, setting),
+        hosts: hosts(plan),
+        opts: opts(plan),
+        addresses: plan
+            .subnets
+            .values()
+            .map(Served::interface_address)
+            .collect(),
+    }
+}
+
+fn args(plan: &Plan, setting: &Setting) -> Vec<String> {
+    let file = |name: &str| setting.state_dir.join(name).display().to_string();
+    let (interface, taps) = (setting.interface, format!("{}*", setting.tap_prefix));
+    let mut args = vec![
+        "--keep-in-foreground".to_owned(),
+        // Nothing from /etc/dnsmasq.conf, /etc/hosts or /etc/resolv.conf; no DNS service.
+        "--conf-file=".to_owned(),
+        "--no-hosts".to_owned(),
+        "--no-resolv".to_owned(),
+        "--port=0".to_owned(),
+        "--log-facility=-".to_owned(),
+        format!("--dhcp-hostsfile={}", file(HOSTS_FILE)),
+        format!("--dhcp-optsfile={}", file(OPTS_FILE)),
+        format!("--dhcp-leasefile={}", file(LEASE_FILE)),
+        // Names the dnsmasq of a previous run that was killed with its agent (see `dnsmasq`).
+        format!("--pid-file={}", file(PID_FILE)),
+        format!("--interface={interface}"),
+        // DHCPv6 and RS arrive on the TAPs' multicast groups, which dnsmasq joins only on
+        // interfaces it listens on.
+        format!("--interface={taps}"),
+        "--except-interface=lo".to_owned(),
+        format!("--bridge-interface={interface},{taps}"),
+    ];
+    let lease = setting.lease_time.as_secs().max(120);
+    for subnet in plan.subnets.values() {
+        args.push(range(subnet, lease));
+    }
+    if plan.subnets.values().any(|s| s.router_advertisements) {
+        args.push("--enable-ra".to_owned());
+    }
+    args
+}
+
+fn range(subnet: &Served, lease: u64) -> String {
+    let (tag, start) = (subnet.tag(), subnet.net.network());
+    let shape = match subnet.mode {
+        Mode::V4 => format!("static,{}", subnet.net.netmask()),
+        Mode::Stateful => format!("static,{}", subnet.net.prefix_len()),
+        Mode::Stateless => format!("ra-stateless,{}", subnet.net.prefix_len()),
+        Mode::Slaac => format!("slaac,{}", subnet.net.prefix_len()),
+    };
+    format!("--dhcp-range=set:{tag},{start},{shape},{lease}s")
+}
+
+fn hosts(plan: &Plan) -> String {
+    let mut text = String::new();
+    for host in &plan.hosts {
+        let mut line = host.mac.clone();
+        if let Some(v4) = host.ipv4 {
+            line += &format!(",{v4}");
+        }
+        for v6 in &host.ipv6 {
+            line += &format!(",[{v6}]");
+        }
+        text += &line;
+        text.push('\n');
+    }
+    text
+}
+
+fn opts(plan: &Plan) -> String {
+    let mut text = String::new();
+    for subnet in plan.subnets.values() {
+        let tag = subnet.tag();
+        let mut line = |option: &str, values: &[String]| {
+            text += &format!("tag:{tag},{option},{}\n", values.join(","));
+        };
+        let dns: Vec<String> = subnet.dns.iter().map(|a| bracketed(*a)).collect();
+        if subnet.mode == Mode::V4 {
+            line("option:router", &[subnet.gateway.to_string()]);
+            if !dns.is_empty() {
+                line("option:dns-server", &dns);
+            }
+            if !subnet.routes.is_empty() {
+                line("option:classless-static-route", &classless(subnet));
+            }
+        } else if !dns.is_empty() && subnet.mode != Mode::Slaac {
+            line("option6:dns-server", &dns);
+        }
+    }
+    text
+}
+
+/// Option 121: the host routes, then the default route via the gateway (a client that gets
+/// option 121 ignores option 3, RFC 3442).
+fn classless(subnet: &Served) -> Vec<String> {
+    let mut values = Vec::new();
+    for (destination, nexthop) in &subnet.routes {
+        values.push(destination.to_string());
+        values.push(nexthop.to_string());
+    }
+    if !subnet.routes.iter().any(|(d, _)| d.prefix_len() == 0) {
+        values.push("0.0.0.0/0".to_owned());
+        values.push(subnet.gateway.to_string());
+    }
+    values
+}
+
+fn bracketed(addr: IpAddr) -> String {
+    match addr {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("[{v6}]"),
+    }
+}
+
+#[cfg(test)]
+#[path = "render_tests.rs"]
+mod tests;

@@ -1,0 +1,129 @@
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::dhcp::plan::plan;
+use crate::dhcp::subnet::{DhcpSubnet, HostRoute};
+
+fn subnets() -> Vec<DhcpSubnet> {
+    vec![
+        DhcpSubnet {
+            id: "sub4".into(),
+            ip_version: 4,
+            cidr: "10.65.0.0/24".into(),
+            gateway_ip: Some("10.65.0.1".into()),
+            enable_dhcp: true,
+            dns_nameservers: vec!["192.0.2.53".into(), "192.0.2.54".into()],
+            host_routes: vec![HostRoute {
+                destination: "192.168.0.0/16".into(),
+                nexthop: "10.65.0.254".into(),
+            }],
+            ipv6_address_mode: None,
+            ipv6_ra_mode: None,
+            ..Default::default()
+        },
+        DhcpSubnet {
+            id: "sub6".into(),
+            ip_version: 6,
+            cidr: "2001:db8:a41:2::/64".into(),
+            gateway_ip: Some("2001:db8:a41:2::1".into()),
+            enable_dhcp: true,
+            dns_nameservers: vec!["2001:db8::53".into()],
+            host_routes: Vec::new(),
+            ipv6_address_mode: Some("dhcpv6-stateful".into()),
+            ipv6_ra_mode: Some("dhcpv6-stateful".into()),
+            ..Default::default()
+        },
+    ]
+}
+
+fn rendered() -> Rendered {
+    let mut endpoints = BTreeMap::new();
+    for (n, port) in [(11, "port-b"), (12, "port-a")] {
+        endpoints.insert(
+            format!("/calico/v1/host/h/workload/openstack/vm/endpoint/{port}"),
+            serde_json::json!({"state": "active", "name": "tap", "profile_ids": [],
+                "mac": format!("fa:16:3e:00:00:{n}"),
+                "ipv4_nets": [format!("10.65.0.{n}/32")],
+                "ipv6_nets": [format!("2001:db8:a41:2::{n}/128")]})
+            .to_string(),
+        );
+    }
+    let setting = Setting {
+        interface: "ns-calico",
+        tap_prefix: "tap",
+        state_dir: Path::new("/var/lib/calico/dhcp"),
+        lease_time: Duration::from_secs(86400),
+    };
+    render(&plan(&endpoints, &subnets()), &setting)
+}
+
+#[test]
+fn dnsmasq_serves_from_the_bridge_for_every_tap_with_one_static_range_per_subnet() {
+    assert_eq!(
+        rendered().args,
+        [
+            "--keep-in-foreground",
+            "--conf-file=",
+            "--no-hosts",
+            "--no-resolv",
+            "--port=0",
+            "--log-facility=-",
+            "--dhcp-hostsfile=/var/lib/calico/dhcp/hosts",
+            "--dhcp-optsfile=/var/lib/calico/dhcp/opts",
+            "--dhcp-leasefile=/var/lib/calico/dhcp/leases",
+            "--pid-file=/var/lib/calico/dhcp/dnsmasq.pid",
+            "--interface=ns-calico",
+            "--interface=tap*",
+            "--except-interface=lo",
+            "--bridge-interface=ns-calico,tap*",
+            "--dhcp-range=set:subnet-sub4,10.65.0.0,static,255.255.255.0,86400s",
+            "--dhcp-range=set:subnet-sub6,2001:db8:a41:2::,static,64,86400s",
+            "--enable-ra",
+        ]
+    );
+}
+
+#[test]
+fn hosts_are_by_mac_sorted_by_port() {
+    assert_eq!(
+        rendered().hosts,
+        "fa:16:3e:00:00:12,10.65.0.12,[2001:db8:a41:2::12]\n\
+         fa:16:3e:00:00:11,10.65.0.11,[2001:db8:a41:2::11]\n"
+    );
+}
+
+#[test]
+fn options_give_router_dns_and_routes_with_the_default_route() {
+    assert_eq!(
+        rendered().opts,
+        "tag:subnet-sub4,option:router,10.65.0.1\n\
+         tag:subnet-sub4,option:dns-server,192.0.2.53,192.0.2.54\n\
+         tag:subnet-sub4,option:classless-static-route,192.168.0.0/16,10.65.0.254,0.0.0.0/0,10.65.0.1\n\
+         tag:subnet-sub6,option6:dns-server,[2001:db8::53]\n"
+    );
+}
+
+#[test]
+fn the_interface_holds_each_gateway_with_its_subnets_prefix() {
+    let addresses: Vec<String> = rendered().addresses.iter().map(|a| a.to_string()).collect();
+    assert_eq!(addresses, ["10.65.0.1/24", "2001:db8:a41:2::1/64"]);
+}
+
+#[test]
+fn stateless_and_slaac_subnets_get_their_range_kinds() {
+    let mut subnets = subnets();
+    subnets[1].ipv6_address_mode = Some("dhcpv6-stateless".into());
+    subnets[1].ipv6_ra_mode = Some("dhcpv6-stateless".into());
+    let served = crate::dhcp::subnet::served(&subnets[1]).unwrap().0;
+    assert_eq!(
+        range(&served, 3600),
+        "--dhcp-range=set:subnet-sub6,2001:db8:a41:2::,ra-stateless,64,3600s"
+    );
+    subnets[1].ipv6_address_mode = Some("slaac".into());
+    subnets[1].ipv6_ra_mode = Some("slaac".into());
+    let served = crate::dhcp::subnet::served(&subnets[1]).unwrap().0;
+    assert_eq!(
+        range(&served, 3600),
+        "--dhcp-range=set:subnet-sub6,2001:db8:a41:2::,slaac,64,3600s"
+    );
+}

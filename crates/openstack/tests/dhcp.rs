@@ -1,0 +1,493 @@
+//! `calico-dhcp-agent` on a compute host: a real neutron-server (with Calico's ML2 driver), the
+//! real `calico-neutron` writing the endpoints to a real etcd, the real agent with a real
+//! dnsmasq in a host namespace, and VMs (namespaces plugged by a veth whose host end is named
+//! as Nova names the TAP) getting their leases with busybox's real DHCP client.
+//! Needs root, etcd, busybox and scripts/setup-neutron.sh (neutron-server, dnsmasq).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use calico_testkit::{EtcdServer, NetNs, eventually, processes_in_netns};
+use common::SyncProcess;
+use common::forward::Forwarder;
+use common::neutron::Neutron;
+use serde_json::{Value, json};
+
+const HOST: &str = "compute1";
+const DNSMASQ: &str = "/usr/sbin/dnsmasq";
+const BUSYBOX: &str = "/usr/bin/busybox";
+const DHCLIENT: &str = "/sbin/dhclient";
+/// The agent's interface (holding the gateway addresses).
+const INTERFACE: &str = "ns-calico";
+
+/// What the VM's DHCP client hears; the script writes the variables udhcpc gives it and applies
+/// the address and default route as a VM's would.
+const SCRIPT: &str = r#"#!/bin/sh
+case "$1" in
+  bound|renew)
+    env | grep -E '^(ip|mask|router|dns|staticroutes|lease)=' | sort > "$LEASE_FILE"
+    ip -4 addr flush dev "$interface"
+    ip addr add "$ip/$mask" dev "$interface"
+    ip route replace default via "$router" dev "$interface"
+    ;;
+esac
+exit 0
+"#;
+
+/// The agent process; SIGTERM (a clean stop) or SIGKILL on `Drop`.
+struct Agent {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Agent {
+    fn start(host_ns: &str, neutron: &str, etcd: &str, state: &Path, log: &Path) -> Agent {
+        let file = std::fs::File::create(log).expect("agent log");
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                host_ns,
+                env!("CARGO_BIN_EXE_calico-dhcp-agent"),
+            ])
+            .args([
+                "--host",
+                HOST,
+                "--neutron-url",
+                neutron,
+                "--etcd-endpoints",
+                etcd,
+            ])
+            .arg("--state-dir")
+            .arg(state)
+            .args(["--interface", INTERFACE, "--dnsmasq", DNSMASQ])
+            .args(["--neutron-poll-interval", "1s", "--lease-time", "1h"])
+            .env("CALICO_DHCP_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file)
+            .spawn()
+            .expect("calico-dhcp-agent starts");
+        Agent {
+            child,
+            log: log.to_owned(),
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGKILL, as in a crash: the agent cannot stop its dnsmasq.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM and wait for the exit status.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        panic!(
+            "calico-dhcp-agent did not stop within 10 s of SIGTERM:\n{}",
+            self.log()
+        );
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Kills what is left in a namespace (dnsmasq, if the agent could not stop it) before it goes.
+struct Reaper(String);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for (pid, _) in processes_in_netns(&self.0) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+/// A VM: a namespace whose `eth0` (the port's MAC) is the peer of `tap<11 chars>` on the host.
+struct Vm {
+    ns: NetNs,
+    tap: String,
+    mac: String,
+}
+
+impl Vm {
+    fn plug(host: &NetNs, port: &Value) -> Vm {
+        let ns = NetNs::new("dhcp-vm");
+        let id = port["id"].as_str().expect("port id");
+        let tap = format!("tap{}", &id[..11]);
+        let mac = port["mac_address"].as_str().expect("mac").to_owned();
+        host.run_ok(
+            "ip",
+            &[
+                "link",
+                "add",
+                &tap,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                ns.name(),
+            ],
+            "",
+        );
+        host.run_ok("ip", &["link", "set", &tap, "up"], "");
+        ns.run_ok("ip", &["link", "set", "eth0", "address", &mac], "");
+        ns.run_ok("ip", &["link", "set", "eth0", "up"], "");
+        Vm { ns, tap, mac }
+    }
+
+    /// One DHCP exchange (up to 3 discovers a second apart): the lease's variables, or the
+    /// client's output when it got none.
+    fn dhcp(&self, dir: &Path) -> Result<String, String> {
+        let lease = dir.join(format!("{}.lease", self.ns.name()));
+        let _ = std::fs::remove_file(&lease);
+        let script = dir.join("udhcpc.script");
+        let mut command = Command::new("ip");
+        command
+            .args(["netns", "exec", self.ns.name(), BUSYBOX])
+            .args([
+                "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "3", "-T", "1",
+            ])
+            .args(["-O", "staticroutes", "-s"])
+            .arg(&script)
+            .env("LEASE_FILE", &lease);
+        let out = command.output().expect("udhcpc runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        match (out.status.success(), std::fs::read_to_string(&lease)) {
+            (true, Ok(vars)) => Ok(vars),
+            _ => Err(text),
+        }
+    }
+
+    /// One DHCPv6 exchange with ISC dhclient (`-1`: one try): its lease database (which
+    /// names the address and options it was given), or its log. The client backgrounds itself
+    /// once bound; it is stopped here.
+    fn dhcp6(&self, dir: &Path) -> Result<String, String> {
+        let name = self.ns.name();
+        let leases = dir.join(format!("{name}.leases6"));
+        let (pid, log) = (
+            dir.join(format!("{name}.pid6")),
+            dir.join(format!("{name}.log6")),
+        );
+        let _ = std::fs::remove_file(&leases);
+        let log_file = std::fs::File::create(&log).expect("dhclient log");
+        let status = Command::new("timeout")
+            .args([
+                "15", "ip", "netns", "exec", name, DHCLIENT, "-6", "-1", "-v",
+            ])
+            .args(["-sf", "/bin/true", "-lf"])
+            .arg(&leases)
+            .arg("-pf")
+            .arg(&pid)
+            .arg("eth0")
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .status()
+            .expect("dhclient runs");
+        // Read before the client stops: it rewrites the file as it goes.
+        let lease = std::fs::read_to_string(&leases).unwrap_or_default();
+        let _ = Command::new("ip")
+            .args(["netns", "exec", name, DHCLIENT, "-6", "-x", "-pf"])
+            .arg(&pid)
+            .output();
+        match status.success() && lease.contains("iaaddr") {
+            true => Ok(lease),
+            false => Err(std::fs::read_to_string(&log).unwrap_or_default()),
+        }
+    }
+}
+
+/// The pid of the dnsmasq in `ns`, if one runs (an exited one that its new parent has not
+/// reaped yet does not count).
+fn dnsmasq_pid(ns: &str) -> Option<i32> {
+    let running = |pid: i32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    };
+    let pids: Vec<i32> = processes_in_netns(ns)
+        .into_iter()
+        .filter(|(pid, name)| name == "dnsmasq" && running(*pid))
+        .map(|(pid, _)| pid)
+        .collect();
+    assert!(pids.len() <= 1, "more than one dnsmasq in {ns}: {pids:?}");
+    pids.first().copied()
+}
+
+fn require(path: &str, package: &str) {
+    assert!(
+        Path::new(path).exists(),
+        "{path} is missing (package {package}): run scripts/setup-neutron.sh as root"
+    );
+}
+
+fn id(object: &Value) -> String {
+    object["id"].as_str().expect("an id").to_owned()
+}
+
+#[test]
+fn vms_get_their_neutron_addresses_by_dhcp_from_one_dnsmasq() {
+    require(DNSMASQ, "dnsmasq-base");
+    require(BUSYBOX, "busybox");
+    require(DHCLIENT, "isc-dhcp-client");
+    let started = Instant::now();
+    let neutron = Neutron::start();
+    let host = NetNs::new("dhcp-host");
+    let _reaper = Reaper(host.name().to_owned());
+    let etcd = EtcdServer::start_in_netns(host.name());
+    let neutron_port: u16 = neutron.url.rsplit(':').next().unwrap().parse().unwrap();
+    let forward = Forwarder::start(host.name(), neutron_port);
+    eprintln!("neutron-server and etcd up in {:?}", started.elapsed());
+
+    let dir = tempfile::tempdir().expect("temporary directory");
+    std::fs::write(dir.path().join("udhcpc.script"), SCRIPT).expect("script");
+    let mode = |path: &Path, mode| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    };
+    mode(&dir.path().join("udhcpc.script"), 0o755);
+    // dnsmasq re-reads its hosts file as an unprivileged user after SIGHUP.
+    mode(dir.path(), 0o755);
+
+    let network = id(&neutron.create("networks", json!({"name": "vms"})));
+    let subnet = neutron.create(
+        "subnets",
+        json!({"network_id": network, "cidr": "10.65.0.0/24", "ip_version": 4,
+               "gateway_ip": "10.65.0.1", "dns_nameservers": ["192.0.2.53"],
+               "host_routes": [{"destination": "192.168.0.0/16", "nexthop": "10.65.0.254"}]}),
+    );
+    let subnet6 = neutron.create(
+        "subnets",
+        json!({"network_id": network, "cidr": "2001:db8:a41:2::/64", "ip_version": 6,
+               "gateway_ip": "2001:db8:a41:2::1", "dns_nameservers": ["2001:db8::53"],
+               "ipv6_address_mode": "dhcpv6-stateful", "ipv6_ra_mode": "dhcpv6-stateful"}),
+    );
+    let port = |vm: &str, n: u8| {
+        neutron.create(
+            "ports",
+            json!({"network_id": network, "device_owner": "compute:nova", "device_id": vm,
+            "binding:host_id": HOST,
+            "fixed_ips": [
+                {"subnet_id": id(&subnet), "ip_address": format!("10.65.0.{n}")},
+                {"subnet_id": id(&subnet6), "ip_address": format!("2001:db8:a41:2::{n}")},
+            ]}),
+        )
+    };
+
+    let sync_log = dir.path().join("calico-neutron.log");
+    let _sync = SyncProcess::start_in(
+        Some(host.name()),
+        &etcd.endpoint(),
+        &forward.url(),
+        &sync_log,
+        "60s",
+    );
+    let mut agent = Agent::start(
+        host.name(),
+        &forward.url(),
+        &etcd.endpoint(),
+        &dir.path().join("state"),
+        &dir.path().join("agent.log"),
+    );
+
+    // 1. A VM port bound to this host: the VM gets exactly its fixed IP, the gateway as router,
+    //    the DNS server and the host routes (with the default route, RFC 3442).
+    let port1 = port("vm-1", 11);
+    let vm1 = Vm::plug(&host, &port1);
+    let mut lease = String::new();
+    eventually("vm-1's lease", Duration::from_secs(30), || {
+        lease = vm1.dhcp(dir.path())?;
+        Ok(())
+    });
+    for expected in [
+        "ip=10.65.0.11",
+        "mask=24",
+        "router=10.65.0.1",
+        "dns=192.0.2.53",
+        "staticroutes=192.168.0.0/16 10.65.0.254 0.0.0.0/0 10.65.0.1",
+        "lease=3600",
+    ] {
+        assert!(
+            lease.lines().any(|l| l == expected),
+            "{expected} not in lease:\n{lease}"
+        );
+    }
+    let pid = dnsmasq_pid(host.name()).expect("dnsmasq runs");
+
+    // 2. Routing to the VM is untouched by the gateway address: as Felix does, the host routes
+    //    the VM's /32 through its TAP with proxy ARP; no subnet route points at the interface.
+    host.run_ok(
+        "ip",
+        &["route", "add", "10.65.0.11/32", "dev", &vm1.tap],
+        "",
+    );
+    host.run_ok(
+        "sysctl",
+        &["-qw", &format!("net.ipv4.conf.{}.proxy_arp=1", vm1.tap)],
+        "",
+    );
+    let routes = host.run_ok("ip", &["route", "show", "dev", INTERFACE], "");
+    assert_eq!(routes.trim(), "", "routes through {INTERFACE}: {routes}");
+    let via = host.run_ok("ip", &["route", "get", "10.65.0.11"], "");
+    assert!(via.contains(&format!("dev {}", vm1.tap)), "{via}");
+    vm1.ns
+        .run_ok("ping", &["-c", "1", "-W", "2", "10.65.0.1"], "");
+    host.run_ok("ping", &["-c", "1", "-W", "2", "10.65.0.11"], "");
+
+    // 3. DHCPv6 (dhcpv6-stateful): vm-1 gets its fixed IPv6 address and DNS server, and the
+    //    router advertisements dnsmasq sends on the TAP give it a default route.
+    let mut lease6 = String::new();
+    eventually("vm-1's DHCPv6 lease", Duration::from_secs(30), || {
+        let state = std::fs::read_to_string(dir.path().join("state/hosts")).unwrap_or_default();
+        lease6 = vm1
+            .dhcp6(dir.path())
+            .map_err(|e| format!("{e}\nhosts file:\n{state}\nagent log:\n{}", agent.log()))?;
+        Ok(())
+    });
+    for expected in [
+        "iaaddr 2001:db8:a41:2::11 {",
+        "option dhcp6.name-servers 2001:db8::53;",
+    ] {
+        assert!(
+            lease6.lines().any(|l| l.trim() == expected),
+            "{expected} not in:\n{lease6}"
+        );
+    }
+    eventually(
+        "a default route from dnsmasq's RA",
+        Duration::from_secs(30),
+        || {
+            let routes = vm1.ns.run_ok("ip", &["-6", "route", "show", "default"], "");
+            match routes.contains("proto ra") {
+                true => Ok(()),
+                false => Err(format!("vm-1's IPv6 default routes: {routes:?}")),
+            }
+        },
+    );
+    let routes6 = host.run_ok("ip", &["-6", "route", "show", "dev", INTERFACE], "");
+    assert!(
+        !routes6.contains("2001:db8"),
+        "IPv6 routes through {INTERFACE}: {routes6}"
+    );
+
+    // 4. A second port added later gets its lease from the same dnsmasq (re-read, not restarted).
+    let port2 = port("vm-2", 12);
+    let vm2 = Vm::plug(&host, &port2);
+    eventually("vm-2's lease", Duration::from_secs(30), || {
+        let lease = vm2.dhcp(dir.path())?;
+        match lease.lines().any(|l| l == "ip=10.65.0.12") {
+            true => Ok(()),
+            false => Err(format!("wrong lease: {lease}")),
+        }
+    });
+    assert_eq!(dnsmasq_pid(host.name()), Some(pid), "dnsmasq was restarted");
+
+    // 5. A deleted port's MAC gets no lease any more.
+    neutron.delete("ports", &id(&port2));
+    let hosts = dir.path().join("state/hosts");
+    eventually(
+        "vm-2's MAC gone from the hosts file",
+        Duration::from_secs(15),
+        || {
+            let text = std::fs::read_to_string(&hosts).unwrap_or_default();
+            match text.contains(&vm2.mac) {
+                true => Err(text),
+                false => Ok(()),
+            }
+        },
+    );
+    // Give dnsmasq the moment it takes to handle SIGHUP (the file is renamed before the signal).
+    eventually(
+        "dnsmasq to refuse vm-2",
+        Duration::from_secs(10),
+        || match vm2.dhcp(dir.path()) {
+            Ok(lease) => Err(format!("still leased: {lease}")),
+            Err(_) => Ok(()),
+        },
+    );
+    assert_eq!(dnsmasq_pid(host.name()), Some(pid), "dnsmasq was restarted");
+
+    // 6. dnsmasq killed: the agent starts another, which serves vm-1 again.
+    Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill");
+    eventually(
+        "a new dnsmasq",
+        Duration::from_secs(10),
+        || match dnsmasq_pid(host.name()) {
+            Some(new) if new != pid => Ok(()),
+            other => Err(format!("dnsmasq pid {other:?}")),
+        },
+    );
+    eventually(
+        "vm-1's lease from the new dnsmasq",
+        Duration::from_secs(20),
+        || vm1.dhcp(dir.path()).map(drop),
+    );
+
+    // 7. The agent killed (SIGKILL): its dnsmasq keeps serving; the next agent replaces it with
+    //    exactly one of its own, found through the pid file.
+    let orphan = dnsmasq_pid(host.name()).expect("dnsmasq runs");
+    agent.kill();
+    vm1.dhcp(dir.path())
+        .expect("vm-1 served while no agent runs");
+    agent = Agent::start(
+        host.name(),
+        &forward.url(),
+        &etcd.endpoint(),
+        &dir.path().join("state"),
+        &dir.path().join("agent2.log"),
+    );
+    eventually(
+        "the new agent's dnsmasq",
+        Duration::from_secs(15),
+        || match dnsmasq_pid(host.name()) {
+            Some(new) if new != orphan => Ok(()),
+            other => Err(format!("dnsmasq pid {other:?}\n{}", agent.log())),
+        },
+    );
+    eventually(
+        "vm-1's lease from the new agent",
+        Duration::from_secs(20),
+        || vm1.dhcp(dir.path()).map(drop),
+    );
+    let log = agent.log();
+    assert!(
+        log.contains("stopping the dnsmasq a previous run left behind"),
+        "{log}"
+    );
+
+    // 8. The agent stopped cleanly: dnsmasq goes with it.
+    let status = agent.terminate();
+    assert!(status.success(), "agent exited {status}:\n{}", agent.log());
+    assert_eq!(dnsmasq_pid(host.name()), None, "dnsmasq outlived the agent");
+    eprintln!("test done in {:?}", started.elapsed());
+}
