@@ -13,12 +13,19 @@ use crate::error::TranslateError;
 use crate::neutron::Snapshot;
 use crate::translate::{self, OPEN_PROFILE, Profile};
 
-/// The keys and values the sync wants in etcd, and the objects it left out.
+/// The keys and values the sync wants in etcd, the objects it left out, and those it wrote
+/// that do not mean all Neutron means (`caveats`: logged, never silent).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Desired {
     pub keys: BTreeMap<String, String>,
     pub left_out: Vec<TranslateError>,
+    pub caveats: Vec<TranslateError>,
 }
+
+/// What a port without port security gets, and what it does not.
+pub const PORT_SECURITY_CAVEAT: &str = "port_security_enabled false: the port's endpoint allows \
+     all traffic (profile openstack-port-security-disabled), but Felix still drops what the VM \
+     sends from addresses that are not its own; Calico's data model has no field to lift that";
 
 /// Translates everything in `snapshot`.
 pub fn desired(snapshot: &Snapshot) -> Desired {
@@ -35,6 +42,10 @@ pub fn desired(snapshot: &Snapshot) -> Desired {
     for port in snapshot.ports.iter().filter(|p| translate::is_vm_port(p)) {
         match translate::endpoint(port, &subnets) {
             Ok(endpoint) => {
+                if port.port_security_enabled == Some(false) {
+                    let caveat = TranslateError::port(&port.id, PORT_SECURITY_CAVEAT);
+                    desired.caveats.push(caveat);
+                }
                 open |= endpoint
                     .endpoint
                     .profile_ids
@@ -149,6 +160,21 @@ mod tests {
             ]
         );
         assert_eq!(desired.left_out, []);
+    }
+
+    #[test]
+    fn a_port_without_port_security_is_written_with_a_caveat_by_id() {
+        let mut open = port("0123456789abcdef-5", &[]);
+        open.port_security_enabled = Some(false);
+        let desired = desired(&snapshot(vec![open, port("0123456789abcdef-6", &["sg1"])]));
+        assert!(desired.left_out.is_empty(), "{:?}", desired.left_out);
+        assert_eq!(desired.caveats.len(), 1, "{:?}", desired.caveats);
+        let caveat = desired.caveats[0].to_string();
+        assert!(
+            caveat.starts_with("port 0123456789abcdef-5: port_security_enabled false"),
+            "{caveat}"
+        );
+        assert!(caveat.contains("not its own"), "{caveat}");
     }
 
     #[test]

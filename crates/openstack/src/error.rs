@@ -62,6 +62,11 @@ impl TranslateError {
     pub fn log(&self) {
         tracing::warn!(kind = self.kind, id = %self.id, "{self}; left out of etcd");
     }
+
+    /// An object written to etcd that does not do all Neutron says: a warning naming it.
+    pub fn log_caveat(&self) {
+        tracing::warn!(kind = self.kind, id = %self.id, "{self}; written to etcd");
+    }
 }
 
 /// A sync pass failed; etcd keeps what it had and the pass is retried.

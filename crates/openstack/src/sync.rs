@@ -169,7 +169,7 @@ impl Syncer {
         }
         let snapshot = self.neutron.snapshot().await?;
         let desired = desired(&snapshot);
-        self.report(&desired.left_out, resync);
+        self.report(&desired.left_out, &desired.caveats, resync);
         let known = match self.written.take() {
             Some(written) if !resync => written,
             _ => read_owned(self.store.as_ref()).await?,
@@ -188,13 +188,20 @@ impl Syncer {
         Ok(Some(plan))
     }
 
-    /// Logs what was left out: new problems always, all of them again on a resync.
-    fn report(&mut self, left_out: &[TranslateError], resync: bool) {
-        let now: BTreeSet<String> = left_out.iter().map(ToString::to_string).collect();
-        for error in left_out {
-            if resync || !self.reported.contains(&error.to_string()) {
-                error.log();
+    /// Logs what was left out and what was written with a caveat: new ones always, all of
+    /// them again on a resync.
+    fn report(&mut self, left_out: &[TranslateError], caveats: &[TranslateError], resync: bool) {
+        let mut now = BTreeSet::new();
+        let all = left_out.iter().map(|e| (e, false));
+        for (error, caveat) in all.chain(caveats.iter().map(|e| (e, true))) {
+            let line = format!("{caveat} {error}");
+            if resync || !self.reported.contains(&line) {
+                match caveat {
+                    true => error.log_caveat(),
+                    false => error.log(),
+                }
             }
+            now.insert(line);
         }
         self.reported = now;
     }

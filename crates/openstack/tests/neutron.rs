@@ -321,6 +321,19 @@ fn port_without_port_security_allows_everything(scene: &Scene) {
     let allow_all =
         json!({"inbound_rules": [{"action": "allow"}], "outbound_rules": [{"action": "allow"}]});
     scene.wait_for("the open profile", open, Some(&allow_all));
+    // What Calico cannot do for such a port (lift anti-spoofing) is said, by port id.
+    let port_id = id(&port);
+    eventually(
+        "a warning that port 2 keeps anti-spoofing",
+        Duration::from_secs(5),
+        || {
+            let text = scene.sync.log();
+            text.lines()
+                .find(|l| l.contains(&port_id) && l.contains("not its own"))
+                .map(drop)
+                .ok_or_else(|| format!("log so far:\n{text}"))
+        },
+    );
     let started = Instant::now();
     scene.neutron.delete("ports", &id(&port));
     scene.wait_for("port 2's endpoint gone", &key, None);
