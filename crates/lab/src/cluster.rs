@@ -11,6 +11,7 @@ use calico_datastore::EtcdDatastore;
 use crate::etcd;
 use crate::logs::{log_hint, with_log_tail};
 use crate::members::{self, MAX_MEMBERS};
+use crate::openstack;
 use crate::processes;
 use crate::ready::{self, Deadline};
 use crate::state::{Host, Lab, check_name};
@@ -36,6 +37,9 @@ pub struct UpOptions {
     /// etcd members (1 to [`MAX_MEMBERS`]): one lives in the fabric; more form a cluster,
     /// each in its own namespace on the fabric.
     pub etcd_members: u32,
+    /// Also MariaDB, neutron-server, calico-neutron and a DHCP agent per host, Felix taking
+    /// `tap` interfaces too, and a network for VMs ([`crate::openstack`]).
+    pub openstack: bool,
 }
 
 impl Default for UpOptions {
@@ -49,6 +53,7 @@ impl Default for UpOptions {
             timeout: ready::UP_LIMIT,
             subnets: 1,
             etcd_members: 1,
+            openstack: false,
         }
     }
 }
@@ -75,6 +80,9 @@ pub async fn up(name: &str, options: &UpOptions) -> anyhow::Result<Lab> {
     crate::sh::require(&[
         "ip", "etcd", "sysctl", "ping", "iptables", "ipset", "bird", "birdc",
     ])?;
+    if options.openstack {
+        openstack::require_installed()?;
+    }
     let felix = processes::felix_binary(options.felix.as_deref())?;
     let dir = Lab::dir_of(name);
     if dir.join("state.json").exists() {
@@ -96,8 +104,9 @@ pub async fn up(name: &str, options: &UpOptions) -> anyhow::Result<Lab> {
         hosts: Vec::new(),
         workloads: Vec::new(),
         pids: Vec::new(),
-        felix_env: options.felix_env.clone(),
+        felix_env: felix_env(options),
         subnets: options.subnets,
+        openstack: None,
     };
     lab.save()?;
     match build(&mut lab, options, &felix).await {
@@ -119,6 +128,10 @@ async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Resu
         .await
         .with_context(|| log_hint(lab, &first))?;
     etcd::seed(&store, options).await?;
+    if options.openstack {
+        // Started early: the schema and neutron-server take a while, the hosts meanwhile.
+        openstack::start_server(lab).await?;
+    }
 
     for n in 1..=options.hosts {
         let host = topology::add_host(lab, n, subnet_of(n, options.subnets))?;
@@ -134,7 +147,23 @@ async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Resu
         lab.hosts[index].node_pid = Some(pid);
     }
     lab.save()?;
-    settle(lab, options, &store).await
+    settle(lab, options, &store).await?;
+    if options.openstack {
+        openstack::configure(lab).await?;
+    }
+    Ok(())
+}
+
+/// Every Felix's settings: the options', and on an OpenStack lab `InterfacePrefix=cali,tap`
+/// unless the options name a prefix.
+fn felix_env(options: &UpOptions) -> Vec<(String, String)> {
+    let mut env = options.felix_env.clone();
+    let named = env.iter().any(|(k, _)| k == "FELIX_INTERFACEPREFIX");
+    if options.openstack && !named {
+        let prefix = openstack::INTERFACE_PREFIX.to_owned();
+        env.push(("FELIX_INTERFACEPREFIX".to_owned(), prefix));
+    }
+    env
 }
 
 /// The etcd members, each started with the whole cluster as its initial configuration, and a
@@ -238,6 +267,34 @@ mod tests {
             .into_iter()
             .map(|peers| peers.into_iter().map(|h| h.name.clone()).collect())
             .collect()
+    }
+
+    #[test]
+    fn openstack_hosts_take_tap_interfaces_too() {
+        let plain = UpOptions {
+            felix_env: vec![("FELIX_A".into(), "1".into())],
+            ..UpOptions::default()
+        };
+        assert_eq!(
+            felix_env(&plain),
+            plain.felix_env,
+            "unchanged without --openstack"
+        );
+        let openstack = UpOptions {
+            openstack: true,
+            ..plain.clone()
+        };
+        let env = felix_env(&openstack);
+        assert!(env.contains(&("FELIX_INTERFACEPREFIX".into(), "cali,tap".into())));
+        let named = UpOptions {
+            felix_env: vec![("FELIX_INTERFACEPREFIX".into(), "tap".into())],
+            ..openstack
+        };
+        assert_eq!(
+            felix_env(&named),
+            named.felix_env,
+            "the options' prefix wins"
+        );
     }
 
     #[test]

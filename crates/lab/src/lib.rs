@@ -14,6 +14,8 @@
 //! - [`etcd`]: connecting to the lab's etcd and what `up` writes into it first;
 //! - [`workloads`]: plugging workloads in and out through CNI, their profiles and labels;
 //! - [`cni`]: calling the `calico` CNI plugin as a runtime does;
+//! - [`openstack`]: `up --openstack`: MariaDB, neutron-server, calico-neutron, the hosts' DHCP
+//!   agents and the network for VMs;
 //! - [`ready`]: waiting (by polling) until Felix, BGP, routes and servers are there;
 //! - [`check`], [`probe`]: what gets through; [`demo`]: the demo walk-through;
 //! - [`rng`]: the seedable generator of random plans and test inputs;
@@ -29,6 +31,7 @@ pub mod demo;
 pub mod etcd;
 pub mod logs;
 pub mod members;
+pub mod openstack;
 pub mod probe;
 pub mod processes;
 pub mod ready;

@@ -26,14 +26,20 @@ pub struct Relay {
 
 /// Starts the relay (`calico-lab relay`) to one etcd member and waits until it listens.
 pub async fn start_relay(lab: &Lab, member: &EtcdMember) -> anyhow::Result<Relay> {
-    let fabric = Lab::fabric_netns(&lab.name);
-    let port_file = lab.dir.join(format!("{}.port", member.relay_name()));
-    let me = std::env::current_exe().context("cannot find the calico-lab binary")?;
     let to = format!("{}:{ETCD_PORT}", member.ip);
-    let relay_args = ["relay", "--netns", &fabric, "--to", &to, "--port-file"];
+    start_relay_to(lab, &to, &member.relay_name()).await
+}
+
+/// Starts a relay to `to` (an address on the fabric), its log and port file named `name`, and
+/// waits until it listens.
+pub async fn start_relay_to(lab: &Lab, to: &str, name: &str) -> anyhow::Result<Relay> {
+    let fabric = Lab::fabric_netns(&lab.name);
+    let port_file = lab.dir.join(format!("{name}.port"));
+    let me = std::env::current_exe().context("cannot find the calico-lab binary")?;
+    let relay_args = ["relay", "--netns", &fabric, "--to", to, "--port-file"];
     let mut args: Vec<&str> = relay_args.to_vec();
     args.push(port_file.to_str().context("state dir is not UTF-8")?);
-    let log = lab.log_path(&member.relay_name());
+    let log = lab.log_path(name);
     let pid = spawn(None, &me, &args, &[], &log)?;
     let port = poll("the relay to listen", Duration::from_secs(10), || {
         Ok(std::fs::read_to_string(&port_file)
@@ -41,7 +47,7 @@ pub async fn start_relay(lab: &Lab, member: &EtcdMember) -> anyhow::Result<Relay
             .filter(|p| !p.is_empty()))
     })
     .await
-    .with_context(|| log_hint(lab, &member.relay_name()))?;
+    .with_context(|| log_hint(lab, name))?;
     Ok(Relay { pid, port })
 }
 
@@ -226,19 +232,38 @@ pub fn spawn(
     env: &[(String, String)],
     log: &Path,
 ) -> anyhow::Result<i32> {
+    let mut command = match netns {
+        Some(ns) => sh::command_in(ns, program),
+        None => Command::new(program),
+    };
+    command.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+    launch(command, program, log)
+}
+
+/// [`spawn`] of a command built elsewhere (its program, arguments and environment).
+pub fn spawn_command(netns: Option<&str>, template: &Command, log: &Path) -> anyhow::Result<i32> {
+    let mut command = match netns {
+        Some(ns) => sh::command_in(ns, template.get_program()),
+        None => Command::new(template.get_program()),
+    };
+    command.args(template.get_args());
+    for (key, value) in template.get_envs() {
+        match value {
+            Some(value) => command.env(key, value),
+            None => command.env_remove(key),
+        };
+    }
+    launch(command, Path::new(template.get_program()), log)
+}
+
+fn launch(mut command: Command, program: &Path, log: &Path) -> anyhow::Result<i32> {
     // Appended to: the log of a process started again keeps what the one before said.
     let out = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
         .with_context(|| format!("cannot create {}", log.display()))?;
-    let mut command = match netns {
-        Some(ns) => sh::command_in(ns, program),
-        None => Command::new(program),
-    };
     let child = command
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)
         .stderr(out)

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
+pub use crate::openstack::OpenStack;
+
 /// The fabric's bridge address: etcd listens here, and it is every host's default gateway.
 pub const FABRIC_IP: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
 pub const FABRIC_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x99, 0, 0, 0, 0, 0, 1);
@@ -38,6 +40,9 @@ pub struct Lab {
     /// How many host subnets the fabric routes between (`up --subnets`; 1: one bridge).
     #[serde(default = "first_subnet")]
     pub subnets: u32,
+    /// Neutron and its objects (`up --openstack`); `None` for a lab without OpenStack.
+    #[serde(default)]
+    pub openstack: Option<OpenStack>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -14,6 +14,7 @@
 //! | `sync` | ownership, the plan (puts, deletes in dependency order), its executor, the poll and resync loop |
 //! | `config` | the command line of `calico-neutron` |
 //! | `daemon` | what both binaries' `main` share: logging, the runtime, the exit code |
+//! | `server` | a noauth neutron-server and its MariaDB: the rendered configuration and the commands (tests, `calico-lab up --openstack`) |
 //! | `dhcp` | `calico-dhcp-agent`: this host's endpoints + Neutron's subnets → one dnsmasq (its own module map) |
 //! | `error` | [`NeutronError`], [`TranslateError`], [`SyncError`] and their log levels |
 
@@ -25,6 +26,7 @@ pub mod dhcp;
 pub mod error;
 pub mod neutron;
 pub mod rule;
+pub mod server;
 pub mod sync;
 pub mod translate;
 

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use calico_lab::{UpOptions, cluster, members, ready, topology};
+use calico_lab::state::OpenStack;
+use calico_lab::{Lab, UpOptions, cluster, members, openstack, ready, topology};
 
 use super::felix_env;
 
@@ -37,6 +38,12 @@ pub struct Args {
     /// every member's endpoint.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=members::MAX_MEMBERS as i64))]
     etcd_members: u32,
+    /// Also an OpenStack cloud: MariaDB and neutron-server (with Calico's ML2 driver) in the
+    /// fabric, calico-neutron, a calico-dhcp-agent per host, Felix taking `cali` and `tap`
+    /// interfaces, and a network, subnet and security group for VMs. Needs
+    /// scripts/setup-neutron.sh.
+    #[arg(long)]
+    openstack: bool,
 }
 
 pub async fn run(name: &str, args: Args) -> anyhow::Result<()> {
@@ -49,6 +56,7 @@ pub async fn run(name: &str, args: Args) -> anyhow::Result<()> {
         timeout: Duration::from_secs(args.timeout_secs),
         subnets: args.subnets,
         etcd_members: args.etcd_members,
+        openstack: args.openstack,
     };
     let lab = cluster::up(name, &options).await?;
     println!(
@@ -68,8 +76,33 @@ pub async fn run(name: &str, args: Args) -> anyhow::Result<()> {
             );
         }
     }
+    if let Some(openstack) = &lab.openstack {
+        print_openstack(&lab, openstack);
+    }
     println!("  eval \"$(calico-lab --lab {name} env)\"   # then calicoctl / etcdctl work");
     println!("  calico-lab --lab {name} workload add --host host1 --name w1 --ip 10.65.0.2");
     println!("  calico-lab --lab {name} down");
     Ok(())
+}
+
+fn print_openstack(lab: &Lab, openstack: &OpenStack) {
+    println!(
+        "  neutron at {} ({} on the fabric), project {}",
+        openstack.client_url, openstack.neutron_url, openstack.project
+    );
+    println!(
+        "  network {} {}, subnet {} {} (gateway {}), security group {} {}",
+        openstack::NETWORK,
+        openstack.network,
+        openstack.subnet,
+        openstack::SUBNET_CIDR,
+        openstack::GATEWAY,
+        openstack::SECURITY_GROUP,
+        openstack.security_group
+    );
+    println!(
+        "  logs: {} (mariadb, neutron-server, calico-neutron, dhcp-agent-HOST), {}",
+        lab.dir.display(),
+        openstack::server_log(lab).display()
+    );
 }

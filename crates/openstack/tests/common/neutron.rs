@@ -1,34 +1,25 @@
 //! A real neutron-server for one test: its own MariaDB (a throwaway data directory, a unix
 //! socket, no TCP), the schema made by the real `neutron-db-manage upgrade heads`, the server on
-//! a free loopback port with Calico's ML2 driver (`openstack/`) on `PYTHONPATH`, configured from
-//! `etc/neutron-noauth.conf.in`. Both run in their own process groups and are killed with all
-//! their workers, and the directory removed, on `Drop`.
-//!
-//! MariaDB rather than SQLite: SQLite's schema cannot be made by the migrations, and it has one
-//! writer at a time (parallel writes fail with "database is locked").
+//! a free loopback port with Calico's ML2 driver (`openstack/`) on `PYTHONPATH`, configured and
+//! run as `calico_openstack::server` says (shared with `calico-lab up --openstack`). Both run in
+//! their own process groups and are killed with all their workers, and the directory removed,
+//! on `Drop`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use calico_openstack::client::Client;
+use calico_openstack::server::{self, Server};
 use serde_json::{Value, json};
 
 /// The project every object is created in (noauth: it must be in each request body).
 pub const PROJECT: &str = "8d5dec25a6aa4e188706a51637a428c2";
 
-/// What the tests run, and the package that provides it.
-const PREREQUISITES: [(&str, &str); 5] = [
-    ("/usr/bin/neutron-server", "neutron-server"),
-    ("/usr/bin/neutron-db-manage", "python3-neutron"),
-    ("/usr/sbin/mariadbd", "mariadb-server"),
-    ("/usr/bin/mariadb-install-db", "mariadb-server"),
-    ("/usr/bin/mariadb", "mariadb-client-core"),
-];
-
 /// A running neutron-server and its database.
 pub struct Neutron {
     dir: tempfile::TempDir,
+    config: Server,
     pub url: String,
     client: Client,
     runtime: tokio::runtime::Runtime,
@@ -39,13 +30,16 @@ pub struct Neutron {
 impl Neutron {
     /// Starts MariaDB, makes the schema, starts neutron-server and waits until it answers.
     pub fn start() -> Neutron {
-        require_installed();
+        if let Err(missing) = server::check_installed() {
+            panic!("{missing}");
+        }
         let dir = tempfile::Builder::new()
             .prefix("calico-neutron-test-")
             .tempdir()
             .expect("temporary directory");
         let port = calico_testkit::free_port();
-        let url = format!("http://127.0.0.1:{port}");
+        let config = Server::new(dir.path(), "127.0.0.1".parse().expect("address"), port);
+        let url = config.url();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -53,14 +47,15 @@ impl Neutron {
         let mut neutron = Neutron {
             client: Client::new(&url).expect("neutron url"),
             url,
+            config,
             runtime,
             server: None,
             mariadb: None,
             dir,
         };
         neutron.start_mariadb();
-        neutron.write_config(port);
-        neutron.migrate();
+        neutron.config.write_config().expect("write neutron.conf");
+        run(&mut neutron.config.migrate());
         neutron.start_server();
         neutron
     }
@@ -69,35 +64,13 @@ impl Neutron {
         self.dir.path().join(name)
     }
 
-    fn socket(&self) -> PathBuf {
-        self.path("mariadb.sock")
-    }
-
     fn start_mariadb(&mut self) {
-        let data = self.path("mariadb");
-        run(Command::new("/usr/bin/mariadb-install-db")
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", data.display()))
-            .args(["--user=root", "--auth-root-authentication-method=normal"])
-            .arg("--skip-test-db"));
-        let mut command = Command::new("/usr/sbin/mariadbd");
-        command
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", data.display()))
-            .arg(format!("--socket={}", self.socket().display()))
-            .args(["--skip-networking", "--user=root", "--skip-log-bin"])
-            // A test's database: durability traded for speed (the schema takes ~100 DDLs).
-            .args([
-                "--innodb-flush-log-at-trx-commit=0",
-                "--innodb-doublewrite=0",
-            ])
-            .arg("--innodb-flush-method=nosync");
-        self.mariadb = Some(spawn_in_group(&mut command, &self.path("mariadb.log")));
+        run(&mut self.config.install_db());
+        let log = self.path("mariadb.log");
+        self.mariadb = Some(spawn_in_group(&mut self.config.mariadbd(), &log));
         let create = || {
-            Command::new("/usr/bin/mariadb")
-                .arg("--no-defaults")
-                .arg(format!("--socket={}", self.socket().display()))
-                .args(["-uroot", "-e", "CREATE DATABASE IF NOT EXISTS neutron"])
+            self.config
+                .create_db()
                 .output()
                 .map_err(|e| e.to_string())
                 .and_then(|out| match out.status.success() {
@@ -112,41 +85,9 @@ impl Neutron {
         );
     }
 
-    fn write_config(&self, port: u16) {
-        let template = include_str!("../../etc/neutron-noauth.conf.in");
-        let connection = format!(
-            "mysql+pymysql://root@localhost/neutron?unix_socket={}&charset=utf8",
-            self.socket().display()
-        );
-        let config = template
-            .replace("@PORT@", &port.to_string())
-            .replace("@STATE@", &self.dir.path().display().to_string())
-            .replace("@CONNECTION@", &connection);
-        std::fs::write(self.path("neutron.conf"), config).expect("write neutron.conf");
-        std::fs::write(self.path("policy.yaml"), "{}\n").expect("write policy.yaml");
-        std::fs::create_dir_all(self.path("lock")).expect("lock directory");
-    }
-
-    fn migrate(&self) {
-        run(Command::new("/usr/bin/python3")
-            .arg("/usr/bin/neutron-db-manage")
-            .arg("--config-file")
-            .arg(self.path("neutron.conf"))
-            .args(["upgrade", "heads"]));
-    }
-
     fn start_server(&mut self) {
-        let mut command = Command::new("/usr/bin/python3");
-        command
-            .arg("/usr/bin/neutron-server")
-            .arg("--config-file")
-            .arg(self.path("neutron.conf"))
-            .env("PYTHONPATH", driver_dir())
-            .env("PYTHONDONTWRITEBYTECODE", "1");
-        self.server = Some(spawn_in_group(
-            &mut command,
-            &self.path("neutron-server.out"),
-        ));
+        let log = self.path("neutron-server.out");
+        self.server = Some(spawn_in_group(&mut self.config.neutron_server(), &log));
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             if let Some(status) = self
@@ -247,22 +188,6 @@ impl Drop for Neutron {
             stop_group(child);
         }
     }
-}
-
-/// Fails, naming the package and the script, when something Neutron needs is missing.
-fn require_installed() {
-    for (path, package) in PREREQUISITES {
-        assert!(
-            Path::new(path).exists(),
-            "{path} is missing: neutron-server is not installed (package {package}); \
-             run scripts/setup-neutron.sh as root"
-        );
-    }
-}
-
-/// `openstack/`, where the driver package and its entry point live.
-fn driver_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../openstack")
 }
 
 /// Runs a setup command that must succeed.

@@ -1,0 +1,194 @@
+//! `calico-lab up --openstack`: a real MariaDB and neutron-server (with Calico's ML2 driver) in
+//! the fabric, the real calico-neutron and a real calico-dhcp-agent per host, Felix taking both
+//! `cali` and `tap` interfaces; a port made through Neutron's API becomes an endpoint in etcd
+//! and the host's agent starts dnsmasq for it; `down` leaves nothing behind.
+//! Needs root, etcd, bird and scripts/setup-neutron.sh (neutron-server, MariaDB, dnsmasq).
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use calico_lab::openstack::{GATEWAY, NETWORK, PROJECT, SUBNET_CIDR};
+use calico_lab::processes::pid_alive;
+use calico_lab::state::OpenStack;
+use calico_openstack::client::Client;
+use calico_testkit::eventually;
+use common::{BIN, TestLab};
+use serde_json::{Value, json};
+
+/// How long calico-neutron and the agent may take to act on a port.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Neutron's API through the lab's relay.
+struct Neutron {
+    client: Client,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Neutron {
+    fn of(openstack: &OpenStack) -> Neutron {
+        Neutron {
+            client: Client::new(&openstack.client_url).expect("neutron url"),
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("tokio runtime"),
+        }
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        self.runtime
+            .block_on(self.client.call(method, path, body.as_ref()))
+            .unwrap_or_else(|e| panic!("neutron {method} {path}: {e}"))
+    }
+}
+
+/// The processes in one of the lab's namespaces, with their whole command lines.
+fn commands_in(lab: &TestLab, node: &str) -> Vec<(i32, String)> {
+    let pids = calico_lab::topology::netns_pids(&lab.netns(node));
+    pids.into_iter()
+        .filter_map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            Some((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")))
+        })
+        .collect()
+}
+
+fn running(lab: &TestLab, node: &str, needle: &str) -> Result<i32, String> {
+    let all = commands_in(lab, node);
+    all.iter()
+        .find(|(_, cmd)| cmd.contains(needle))
+        .map(|(pid, _)| *pid)
+        .ok_or_else(|| format!("no {needle:?} in {node}: {all:?}"))
+}
+
+#[test]
+fn up_openstack_runs_neutron_and_the_agents_and_down_removes_them() {
+    for binary in ["calico-neutron", "calico-dhcp-agent"] {
+        let path = PathBuf::from(BIN).with_file_name(binary);
+        assert!(
+            path.is_file(),
+            "{} is missing: build it first (cargo build -p calico-openstack)",
+            path.display()
+        );
+    }
+    let lab = TestLab::up_with(2, &["--openstack"]);
+    let openstack = lab.state().openstack.expect("the state names Neutron");
+    let neutron = Neutron::of(&openstack);
+
+    // Neutron answers, with the lab's network, subnet and security group.
+    let networks = neutron.call("GET", "/v2.0/networks", None);
+    let network = &networks["networks"]
+        .as_array()
+        .expect("a list of networks")
+        .iter()
+        .find(|n| n["id"] == openstack.network.as_str())
+        .unwrap_or_else(|| panic!("network {} not listed: {networks}", openstack.network))
+        .clone();
+    assert_eq!(network["name"], NETWORK);
+    let subnet =
+        &neutron.call("GET", &format!("/v2.0/subnets/{}", openstack.subnet), None)["subnet"];
+    assert_eq!(subnet["cidr"], SUBNET_CIDR);
+    assert_eq!(subnet["gateway_ip"], GATEWAY);
+    assert_eq!(subnet["enable_dhcp"], true);
+    let group_path = format!("/v2.0/security-groups/{}", openstack.security_group);
+    let rules =
+        neutron.call("GET", &group_path, None)["security_group"]["security_group_rules"].clone();
+    let from_group = rules
+        .as_array()
+        .expect("rules")
+        .iter()
+        .filter(|r| {
+            r["direction"] == "ingress" && r["remote_group_id"] == openstack.security_group.as_str()
+        })
+        .count();
+    assert_eq!(
+        from_group, 2,
+        "ingress from the group, IPv4 and IPv6: {rules}"
+    );
+
+    // MariaDB, neutron-server and calico-neutron in the fabric; an agent in each host.
+    for needle in ["mariadbd", "neutron-server", "calico-neutron --neutron-url"] {
+        running(&lab, "fabric", needle).unwrap_or_else(|e| panic!("{e}"));
+    }
+    for host in ["host1", "host2"] {
+        let agent = format!("calico-dhcp-agent --host {host} ");
+        running(&lab, host, &agent).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    // Felix dispatches both containers' and VMs' interfaces.
+    let out = lab.in_host("host1", "iptables-save", &["-t", "filter"]);
+    let rules = String::from_utf8_lossy(&out.stdout);
+    for prefix in ["cali+", "tap+"] {
+        assert!(
+            rules.contains(&format!("-i {prefix} ")) && rules.contains(&format!("-o {prefix} ")),
+            "no rules for {prefix} on host1:\n{rules}"
+        );
+    }
+
+    // The whole chain: a VM port on host1 → calico-neutron → etcd → host1's agent → dnsmasq.
+    let port = neutron.call(
+        "POST",
+        "/v2.0/ports",
+        Some(json!({"port": {
+            "project_id": PROJECT,
+            "network_id": openstack.network,
+            "device_owner": "compute:nova",
+            "device_id": "vm1",
+            "binding:host_id": "host1",
+            "security_groups": [openstack.security_group],
+            "fixed_ips": [{"subnet_id": openstack.subnet, "ip_address": "10.28.0.5"}],
+        }})),
+    )["port"]
+        .clone();
+    let id = port["id"].as_str().expect("port id");
+    let key = format!("/calico/v1/host/host1/workload/openstack/vm1/endpoint/{id}");
+    eventually("the port as an endpoint in etcd", WAIT, || {
+        let out = lab.etcdctl(&["get", &key, "--print-value-only"]);
+        let value = String::from_utf8_lossy(&out.stdout);
+        match value.contains("10.28.0.5/32") {
+            true => Ok(()),
+            false => Err(format!("{key}: {value:?}")),
+        }
+    });
+    eventually("dnsmasq on host1", WAIT, || {
+        running(&lab, "host1", "dnsmasq").map(drop)
+    });
+
+    // `down`: every process of the lab and every namespace gone.
+    let mut pids: Vec<(i32, String)> = Vec::new();
+    for node in ["fabric", "host1", "host2"] {
+        pids.extend(commands_in(&lab, node));
+    }
+    let relay = lab.state().pids;
+    lab.ok(&["down"]);
+    let alive: Vec<&(i32, String)> = pids.iter().filter(|(pid, _)| pid_alive(*pid)).collect();
+    assert!(alive.is_empty(), "still running after down: {alive:?}");
+    for pid in relay {
+        assert!(!pid_alive(pid), "relay {pid} still running after down");
+    }
+    let names = calico_lab::sh::namespaces().expect("ip netns list");
+    let left: Vec<&String> = names
+        .iter()
+        .filter(|n| n.starts_with(&format!("{}.", lab.name)))
+        .collect();
+    assert!(left.is_empty(), "namespaces left after down: {left:?}");
+    let everything = pids
+        .iter()
+        .map(|(_, cmd)| cmd.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    for name in [
+        "mariadbd",
+        "neutron-server",
+        "calico-neutron",
+        "calico-dhcp-agent",
+        "dnsmasq",
+    ] {
+        assert!(
+            everything.contains(name),
+            "{name} was not among the lab's processes"
+        );
+    }
+}
