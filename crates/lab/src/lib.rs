@@ -15,7 +15,8 @@
 //! - [`workloads`]: plugging workloads in and out through CNI, their profiles and labels;
 //! - [`cni`]: calling the `calico` CNI plugin as a runtime does;
 //! - [`openstack`]: `up --openstack`: MariaDB, neutron-server, calico-neutron, the hosts' DHCP
-//!   agents and the network for VMs;
+//!   agents and the network for VMs; [`openstack::vm`]: `vm boot` / `vm delete` (a port through
+//!   Neutron, a namespace behind a TAP, its address by DHCP);
 //! - [`ready`]: waiting (by polling) until Felix, BGP, routes and servers are there;
 //! - [`check`], [`probe`]: what gets through; [`demo`]: the demo walk-through;
 //! - [`rng`]: the seedable generator of random plans and test inputs;

@@ -29,6 +29,9 @@ enum Cmd {
     Etcd(commands::etcd::Args),
     /// Adds or removes workloads.
     Workload(commands::workload::Args),
+    /// VMs on an `up --openstack` lab: `boot` (a Neutron port, a namespace plugged by a TAP,
+    /// DHCP), `delete`.
+    Vm(commands::vm::Args),
     /// Runs a command inside a workload's namespace.
     Exec(commands::exec::Args),
     /// Prints a connectivity matrix (ping and TCP) between all workloads.
@@ -103,6 +106,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Env => commands::env::run(name),
         Cmd::Etcd(args) => commands::etcd::run(name, args).await,
         Cmd::Workload(args) => commands::workload::run(name, args).await,
+        Cmd::Vm(args) => commands::vm::run(name, args).await,
         Cmd::Exec(args) => commands::exec::run(name, args),
         Cmd::Check(args) => commands::check::run(name, args).await,
         Cmd::Wait(args) => commands::wait::run(name, args).await,

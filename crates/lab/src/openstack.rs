@@ -12,6 +12,9 @@
 //! ```
 //!
 //! Everything lives in the lab's namespaces or is a relay: `down` stops it with the rest.
+//! VMs on the lab's hosts: [`vm`].
+
+pub mod vm;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -57,6 +60,9 @@ pub struct OpenStack {
     pub security_group: String,
     /// neutron-server's pid (it runs in the fabric), to notice an early exit.
     pub server_pid: Option<i32>,
+    /// The VMs `vm boot` made.
+    #[serde(default)]
+    pub vms: Vec<vm::Vm>,
 }
 
 /// Fails in one line when something `--openstack` runs is missing.

@@ -16,6 +16,7 @@ pub mod serve;
 pub mod soak;
 pub mod supervise;
 pub mod up;
+pub mod vm;
 pub mod wait;
 pub mod wait_open;
 pub mod workload;

@@ -1,0 +1,62 @@
+//! `calico-lab vm boot|delete`: VMs on an `up --openstack` lab, plugged as Nova plugs them.
+
+use calico_lab::Lab;
+use calico_lab::openstack::vm::{self, VmSpec};
+use clap::Subcommand;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: VmCmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum VmCmd {
+    /// Creates a port through Neutron's API (bound to the host), a VM namespace plugged by a
+    /// TAP-named veth, and a DHCP client in it; returns when the VM has the port's address.
+    Boot {
+        #[arg(long)]
+        host: String,
+        /// Network id or name (default: the lab's network `lab-net`).
+        #[arg(long)]
+        network: Option<String>,
+        /// Security group id or name (repeatable; default: the lab's group `lab-default`).
+        #[arg(long = "security-group")]
+        security_groups: Vec<String>,
+        /// The VM's name (default: `vm` and the next free number).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Deletes a VM: its port in Neutron, its namespace, TAP and DHCP client.
+    Delete { name: String },
+}
+
+pub async fn run(name: &str, args: Args) -> anyhow::Result<()> {
+    let mut lab = Lab::load(name)?;
+    match args.command {
+        VmCmd::Boot {
+            host,
+            network,
+            security_groups,
+            name: vm_name,
+        } => {
+            let name = vm_name.unwrap_or_else(|| vm::next_name(&lab));
+            let spec = VmSpec {
+                host,
+                name,
+                network,
+                security_groups,
+            };
+            let vm = vm::boot(&mut lab, &spec).await?;
+            println!(
+                "vm {} on {}: port {}, address {} ({}, {})",
+                vm.name, vm.host, vm.port, vm.ip, vm.tap, vm.mac
+            );
+        }
+        VmCmd::Delete { name: vm_name } => {
+            vm::delete(&mut lab, &vm_name).await?;
+            println!("vm {vm_name} deleted");
+        }
+    }
+    Ok(())
+}

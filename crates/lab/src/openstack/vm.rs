@@ -1,0 +1,383 @@
+//! `vm boot` and `vm delete` on an `up --openstack` lab: what Nova's VIF plugging does. A port
+//! is made through Neutron's API, bound to the host (`binding:host_id`, `device_owner`
+//! `compute:nova`); a "VM" namespace `<lab>.<host>.<vm>` is plugged by a veth whose host end is
+//! named as Nova names the TAP (`tap` + the port id's first 11 characters) and whose `eth0`
+//! carries the port's MAC; busybox's udhcpc in the VM asks the host's DHCP agent (dnsmasq) for
+//! its address, as a VM's guest would.
+//!
+//! ```text
+//!  vm boot ── POST /v2.0/ports ──▶ neutron-server ◀── calico-neutron ──▶ etcd ──▶ Felix (route, tap)
+//!     │                                                               └──▶ dhcp agent (dnsmasq)
+//!     └── netns <lab>.<host>.<vm>: eth0 ◀─veth─▶ tapXXXXXXXXXXX; udhcpc ◀── DHCP ──┘
+//! ```
+//!
+//! The VMs are kept in the lab's state (`Lab.openstack.vms`); `down` removes their namespaces
+//! and udhcpc with the rest of the lab's namespaces.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use calico_openstack::client::Client;
+use calico_openstack::error::NeutronError;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{OpenStack, PROJECT};
+use crate::processes::{self, stop_pids};
+use crate::ready::poll;
+use crate::sh;
+use crate::state::{Lab, check_name};
+use crate::topology::{add_netns, delete_netns, netns_pids};
+
+/// The DHCP client run in each VM.
+pub const BUSYBOX: &str = "/usr/bin/busybox";
+/// How long a VM may take to get its address (the port reaches etcd, the agent, dnsmasq).
+pub const BOOT_LIMIT: Duration = Duration::from_secs(60);
+
+/// What udhcpc runs on a lease: the address, the router and the classless routes, as a guest's
+/// network scripts apply them.
+const SCRIPT: &str = r#"#!/bin/sh
+case "$1" in
+  deconfig)
+    ip -4 addr flush dev "$interface"
+    ;;
+  bound|renew)
+    ip -4 addr flush dev "$interface"
+    ip addr add "$ip/$mask" dev "$interface"
+    [ -n "$router" ] && ip route replace default via "${router%% *}" dev "$interface"
+    set -- $staticroutes
+    while [ $# -ge 2 ]; do
+      ip route replace "$1" via "$2" dev "$interface"
+      shift 2
+    done
+    ;;
+esac
+exit 0
+"#;
+
+/// One booted VM.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Vm {
+    pub name: String,
+    pub host: String,
+    pub netns: String,
+    /// Neutron's port, and what the VM got from it.
+    pub port: String,
+    pub tap: String,
+    pub mac: String,
+    pub ip: Ipv4Addr,
+    /// The port's `device_id` (the VM's name).
+    pub device_id: String,
+}
+
+impl Vm {
+    /// The endpoint calico-neutron writes for the VM's port.
+    pub fn endpoint_key(&self) -> String {
+        format!(
+            "/calico/v1/host/{}/workload/openstack/{}/endpoint/{}",
+            self.host, self.device_id, self.port
+        )
+    }
+}
+
+/// What `vm boot` is given.
+#[derive(Debug, Clone, Default)]
+pub struct VmSpec {
+    pub host: String,
+    pub name: String,
+    /// A network's id or name; the lab's network when `None`.
+    pub network: Option<String>,
+    /// Security groups' ids or names; the lab's default group when empty.
+    pub security_groups: Vec<String>,
+}
+
+/// The lab's OpenStack, or an error naming `--openstack`.
+pub fn openstack_of(lab: &Lab) -> anyhow::Result<&OpenStack> {
+    lab.openstack.as_ref().with_context(|| {
+        format!(
+            "lab {:?} was brought up without --openstack: VMs need `calico-lab up --openstack`",
+            lab.name
+        )
+    })
+}
+
+/// `vm` and the first number no VM of the lab has.
+pub fn next_name(lab: &Lab) -> String {
+    let vms = lab
+        .openstack
+        .as_ref()
+        .map(|o| o.vms.as_slice())
+        .unwrap_or_default();
+    (1..)
+        .map(|n| format!("vm{n}"))
+        .find(|name| vms.iter().all(|vm| &vm.name != name))
+        .expect("a free name")
+}
+
+/// Boots a VM: the port, the namespace and TAP, udhcpc; returns when the VM has the port's
+/// address. If anything fails, what was made is removed again.
+pub async fn boot(lab: &mut Lab, spec: &VmSpec) -> anyhow::Result<Vm> {
+    let openstack = openstack_of(lab)?.clone();
+    check_name("--name", &spec.name)?;
+    let host = lab.host(&spec.host).context("--host")?.clone();
+    if let Some(vm) = openstack.vms.iter().find(|vm| vm.name == spec.name) {
+        bail!(
+            "--name {:?}: a VM of that name is on {}",
+            spec.name,
+            vm.host
+        );
+    }
+    sh::require(&["ip"])?;
+    if !Path::new(BUSYBOX).is_file() {
+        bail!("{BUSYBOX} is missing: install busybox (the VMs' DHCP client)");
+    }
+    let client = Client::new(&openstack.client_url)?;
+    let (network, groups) = resolve(&client, &openstack, spec).await?;
+    let port = create_port(&client, &host.name, &spec.name, &network, &groups).await?;
+    let vm = vm_of(lab, &host.name, &spec.name, &port)?;
+    if let Err(error) = plug(lab, &vm, &host.netns).await {
+        let _ = unplug(&client, &vm).await;
+        return Err(error.context(format!("booting VM {:?} failed; it was removed", vm.name)));
+    }
+    let openstack = lab
+        .openstack
+        .as_mut()
+        .context("the lab lost its OpenStack")?;
+    openstack.vms.push(vm.clone());
+    lab.save()?;
+    Ok(vm)
+}
+
+/// The network's id and the groups' ids `spec` names (by id or name), or the lab's.
+async fn resolve(
+    client: &Client,
+    openstack: &OpenStack,
+    spec: &VmSpec,
+) -> anyhow::Result<(String, Vec<String>)> {
+    let network = match &spec.network {
+        Some(given) => find(client, "networks", "--network", given).await?,
+        None => openstack.network.clone(),
+    };
+    let mut groups = Vec::new();
+    for given in &spec.security_groups {
+        groups.push(find(client, "security-groups", "--security-group", given).await?);
+    }
+    if groups.is_empty() {
+        groups.push(openstack.security_group.clone());
+    }
+    Ok((network, groups))
+}
+
+/// Deletes a VM: its port in Neutron, its udhcpc, namespace and TAP.
+pub async fn delete(lab: &mut Lab, name: &str) -> anyhow::Result<()> {
+    let openstack = openstack_of(lab)?;
+    let Some(vm) = openstack.vms.iter().find(|vm| vm.name == name).cloned() else {
+        let names: Vec<&str> = openstack.vms.iter().map(|vm| vm.name.as_str()).collect();
+        bail!(
+            "no VM {name:?} in lab {:?}; VMs: {}",
+            lab.name,
+            names.join(", ")
+        );
+    };
+    let client = Client::new(&openstack.client_url)?;
+    unplug(&client, &vm).await?;
+    if let Some(openstack) = lab.openstack.as_mut() {
+        openstack.vms.retain(|vm| vm.name != name);
+    }
+    lab.save()
+}
+
+/// An object of `collection` by id or by name (one of that name); its id.
+async fn find(
+    client: &Client,
+    collection: &str,
+    flag: &str,
+    given: &str,
+) -> anyhow::Result<String> {
+    let path = format!("/v2.0/{collection}");
+    let answer = client.call("GET", &path, None).await?;
+    let key = collection.replace('-', "_");
+    let objects = answer[&key].as_array().cloned().unwrap_or_default();
+    let by_id = objects.iter().find(|o| o["id"] == given);
+    let by_name: Vec<&Value> = objects.iter().filter(|o| o["name"] == given).collect();
+    let found = match (by_id, by_name.as_slice()) {
+        (Some(object), _) | (None, &[object]) => object,
+        (None, []) => bail!("{flag} {given:?}: Neutron has no such {}", singular(&key)),
+        (None, _) => bail!("{flag} {given:?}: several {key} have that name; give the id"),
+    };
+    found["id"]
+        .as_str()
+        .map(str::to_owned)
+        .with_context(|| format!("{flag} {given:?}: Neutron's answer has no id: {found}"))
+}
+
+fn singular(key: &str) -> String {
+    key.trim_end_matches('s').replace('_', " ")
+}
+
+/// The port Nova would make: bound to `host`, owned by the VM.
+async fn create_port(
+    client: &Client,
+    host: &str,
+    vm: &str,
+    network: &str,
+    groups: &[String],
+) -> anyhow::Result<Value> {
+    let body = json!({ "port": {
+        "project_id": PROJECT, "network_id": network, "name": vm,
+        "device_owner": "compute:nova", "device_id": vm, "binding:host_id": host,
+        "security_groups": groups,
+    }});
+    let answer = client
+        .call("POST", "/v2.0/ports", Some(&body))
+        .await
+        .with_context(|| format!("cannot create VM {vm:?}'s port through Neutron"))?;
+    Ok(answer["port"].clone())
+}
+
+/// The VM a port describes (its first IPv4 fixed IP is the VM's address).
+fn vm_of(lab: &Lab, host: &str, name: &str, port: &Value) -> anyhow::Result<Vm> {
+    let field = |name: &str| {
+        port[name]
+            .as_str()
+            .map(str::to_owned)
+            .with_context(|| format!("Neutron's port has no {name}: {port}"))
+    };
+    let id = field("id")?;
+    let ip = port["fixed_ips"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["ip_address"].as_str()?.parse::<Ipv4Addr>().ok())
+        .next()
+        .with_context(|| format!("port {id} has no IPv4 fixed IP: {port}"))?;
+    Ok(Vm {
+        name: name.to_owned(),
+        host: host.to_owned(),
+        netns: format!("{}.{host}.{name}", lab.name),
+        tap: format!("tap{}", id.get(..11).unwrap_or(&id)),
+        mac: field("mac_address")?,
+        port: id,
+        ip,
+        device_id: name.to_owned(),
+    })
+}
+
+/// The namespace, the veth (TAP on the host, `eth0` with the port's MAC in the VM), udhcpc;
+/// waits until `eth0` has the port's address.
+async fn plug(lab: &Lab, vm: &Vm, host_ns: &str) -> anyhow::Result<()> {
+    add_netns(&vm.netns)?;
+    let (tap, ns) = (vm.tap.as_str(), vm.netns.as_str());
+    sh::ip(&[
+        "-n", host_ns, "link", "add", tap, "type", "veth", "peer", "name", "eth0", "netns", ns,
+    ])?;
+    sh::ip(&["-n", ns, "link", "set", "eth0", "address", &vm.mac])?;
+    sh::ip(&["-n", ns, "link", "set", "eth0", "up"])?;
+    sh::ip(&["-n", host_ns, "link", "set", tap, "up"])?;
+    let script = script(lab)?;
+    let script = script
+        .to_str()
+        .context("the lab's directory is not UTF-8")?;
+    let args = [
+        "udhcpc",
+        "-i",
+        "eth0",
+        "-f",
+        "-t",
+        "5",
+        "-T",
+        "1",
+        "-A",
+        "1",
+        "-O",
+        "staticroutes",
+        "-s",
+        script,
+    ];
+    let log = lab.log_path(&format!("vm-{}", vm.name));
+    processes::spawn(Some(ns), Path::new(BUSYBOX), &args, &[], &log)?;
+    let wanted = format!("inet {}/", vm.ip);
+    let what = format!(
+        "VM {} to get {} by DHCP (see {})",
+        vm.name,
+        vm.ip,
+        log.display()
+    );
+    poll(&what, BOOT_LIMIT, || {
+        let addresses = sh::ip(&["-n", ns, "-4", "addr", "show", "dev", "eth0"])?;
+        Ok(addresses.contains(&wanted).then_some(()))
+    })
+    .await
+}
+
+/// udhcpc's script, written into the lab's directory (executable).
+fn script(lab: &Lab) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = lab.dir.join("udhcpc.script");
+    std::fs::write(&path, SCRIPT).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("cannot make {} executable", path.display()))?;
+    Ok(path)
+}
+
+/// Deletes the port (already gone is fine), then udhcpc and the namespace (its veth, hence the
+/// TAP, goes with it).
+async fn unplug(client: &Client, vm: &Vm) -> anyhow::Result<()> {
+    let path = format!("/v2.0/ports/{}", vm.port);
+    let deleted = match client.call("DELETE", &path, None).await {
+        // Deleted already (by hand, or a retry): what was wanted.
+        Err(NeutronError::Status { status: 404, .. }) => Ok(()),
+        other => other.map(drop),
+    };
+    if sh::namespaces()?.contains(&vm.netns) {
+        stop_pids(&netns_pids(&vm.netns));
+        delete_netns(&vm.netns)?;
+    }
+    deleted.with_context(|| format!("cannot delete VM {:?}'s port {}", vm.name, vm.port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lab(openstack: Option<OpenStack>) -> Lab {
+        serde_json::from_value(json!({
+            "name": "l", "dir": "/nonexistent", "client_endpoint": "", "hosts": [],
+            "workloads": [], "pids": [],
+        }))
+        .map(|lab: Lab| Lab { openstack, ..lab })
+        .expect("a lab")
+    }
+
+    #[test]
+    fn a_lab_without_openstack_names_the_flag() {
+        let error = openstack_of(&lab(None)).unwrap_err().to_string();
+        assert!(error.contains("--openstack"), "{error}");
+        assert!(openstack_of(&lab(Some(OpenStack::default()))).is_ok());
+    }
+
+    #[test]
+    fn a_port_becomes_a_vm_with_nova_s_tap_name() {
+        let port = json!({
+            "id": "0123456789abcdef", "mac_address": "fa:16:3e:00:00:01",
+            "fixed_ips": [{"ip_address": "fd00::5"}, {"ip_address": "10.28.0.5"}],
+        });
+        let vm = vm_of(&lab(None), "host1", "vm1", &port).expect("a vm");
+        assert_eq!(vm.tap, "tap0123456789a");
+        assert_eq!(vm.ip, Ipv4Addr::new(10, 28, 0, 5));
+        assert_eq!(vm.netns, "l.host1.vm1");
+        assert_eq!(
+            vm.endpoint_key(),
+            "/calico/v1/host/host1/workload/openstack/vm1/endpoint/0123456789abcdef"
+        );
+        let error = vm_of(
+            &lab(None),
+            "h",
+            "v",
+            &json!({"id": "x", "mac_address": "m"}),
+        );
+        assert!(error.unwrap_err().to_string().contains("no IPv4 fixed IP"));
+    }
+}
