@@ -6,43 +6,17 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use calico_lab::openstack::{GATEWAY, NETWORK, PROJECT, SUBNET_CIDR};
 use calico_lab::processes::pid_alive;
-use calico_lab::state::OpenStack;
-use calico_openstack::client::Client;
 use calico_testkit::eventually;
-use common::{BIN, TestLab};
-use serde_json::{Value, json};
+use common::TestLab;
+use common::openstack::{Neutron, openstack_lab};
+use serde_json::json;
 
 /// How long calico-neutron and the agent may take to act on a port.
 const WAIT: Duration = Duration::from_secs(30);
-
-/// Neutron's API through the lab's relay.
-struct Neutron {
-    client: Client,
-    runtime: tokio::runtime::Runtime,
-}
-
-impl Neutron {
-    fn of(openstack: &OpenStack) -> Neutron {
-        Neutron {
-            client: Client::new(&openstack.client_url).expect("neutron url"),
-            runtime: tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("tokio runtime"),
-        }
-    }
-
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        self.runtime
-            .block_on(self.client.call(method, path, body.as_ref()))
-            .unwrap_or_else(|e| panic!("neutron {method} {path}: {e}"))
-    }
-}
 
 /// The processes in one of the lab's namespaces, with their whole command lines.
 fn commands_in(lab: &TestLab, node: &str) -> Vec<(i32, String)> {
@@ -65,17 +39,9 @@ fn running(lab: &TestLab, node: &str, needle: &str) -> Result<i32, String> {
 
 #[test]
 fn up_openstack_runs_neutron_and_the_agents_and_down_removes_them() {
-    for binary in ["calico-neutron", "calico-dhcp-agent"] {
-        let path = PathBuf::from(BIN).with_file_name(binary);
-        assert!(
-            path.is_file(),
-            "{} is missing: build it first (cargo build -p calico-openstack)",
-            path.display()
-        );
-    }
-    let lab = TestLab::up_with(2, &["--openstack"]);
+    let lab = openstack_lab(&[]);
     let openstack = lab.state().openstack.expect("the state names Neutron");
-    let neutron = Neutron::of(&openstack);
+    let neutron = Neutron::of(&lab);
 
     // Neutron answers, with the lab's network, subnet and security group.
     let networks = neutron.call("GET", "/v2.0/networks", None);

@@ -7,13 +7,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use calico_lab::openstack::vm::{BUSYBOX, Vm};
 use calico_testkit::eventually;
-use common::{BIN, TestLab};
+use common::TestLab;
+use common::openstack::{Guard, openstack_lab};
 
 /// Not the default 8775, so that the test shows `MetadataPort` is used.
 const METADATA_PORT: u16 = 9697;
@@ -22,45 +23,6 @@ const METADATA: &str = "169.254.169.254";
 const HOSTNAME_PATH: &str = "latest/meta-data/hostname";
 /// How long Felix may take to program a VM booted a moment ago.
 const WAIT: Duration = Duration::from_secs(30);
-
-/// A process the test started, killed when dropped.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A lab of two hosts with OpenStack and Felix's metadata path to 127.0.0.1:9697; fails naming
-/// what is missing.
-fn openstack_lab() -> TestLab {
-    for binary in ["calico-neutron", "calico-dhcp-agent"] {
-        let path = PathBuf::from(BIN).with_file_name(binary);
-        assert!(
-            path.is_file(),
-            "{} is missing: build it first (cargo build -p calico-openstack)",
-            path.display()
-        );
-    }
-    assert!(
-        Path::new(BUSYBOX).is_file(),
-        "{BUSYBOX} is missing: install busybox (the VMs' DHCP client and the metadata servers)"
-    );
-    calico_testkit::require_tool("timeout");
-    let port = format!("MetadataPort={METADATA_PORT}");
-    TestLab::up_with(
-        2,
-        &[
-            "--openstack",
-            "--felix-config",
-            "MetadataAddr=127.0.0.1",
-            "--felix-config",
-            &port,
-        ],
-    )
-}
 
 /// A metadata server in `host`'s namespace at 127.0.0.1:9697: busybox httpd serving `root`,
 /// where `latest/meta-data/hostname` holds the host's name. Returns when it listens.
@@ -137,7 +99,7 @@ fn nat_rules(lab: &TestLab, host: &str) -> String {
 #[test]
 fn a_vm_reaches_its_own_compute_hosts_metadata_server_at_169_254_169_254() {
     let started = Instant::now();
-    let lab = openstack_lab();
+    let lab = metadata_lab();
     let roots = tempfile::tempdir().expect("temporary directory");
     // Declared after the lab, so dropped (killed) before the lab goes down.
     let _servers: Vec<Guard> = ["host1", "host2"]
@@ -182,4 +144,18 @@ fn a_vm_reaches_its_own_compute_hosts_metadata_server_at_169_254_169_254() {
         "169.254.169.254:8080 answered vm2: {other:?}"
     );
     eprintln!("test done in {:?}", started.elapsed());
+}
+
+/// A lab of two hosts with OpenStack and Felix's metadata path to 127.0.0.1:9697; fails naming
+/// what is missing.
+fn metadata_lab() -> TestLab {
+    calico_testkit::require_tool("timeout");
+    let port = format!("MetadataPort={METADATA_PORT}");
+    let felix = [
+        "--felix-config",
+        "MetadataAddr=127.0.0.1",
+        "--felix-config",
+        &port,
+    ];
+    openstack_lab(&felix)
 }

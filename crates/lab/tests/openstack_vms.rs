@@ -6,81 +6,22 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use calico_lab::openstack::PROJECT;
-use calico_lab::openstack::vm::{BUSYBOX, Vm};
+use calico_lab::openstack::vm::Vm;
 use calico_lab::processes::pid_alive;
 use calico_lab::topology::netns_pids;
-use calico_openstack::client::Client;
 use calico_testkit::eventually;
+use common::openstack::{Guard, Neutron, openstack_lab};
 use common::{BIN, TestLab};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// How long calico-neutron, the agents, Felix and BIRD may take to act on a change.
 const WAIT: Duration = Duration::from_secs(30);
 /// How long an ICMP flow Felix allowed may outlive the rule (conntrack's ICMP timeout).
 const CLOSE_WAIT: Duration = Duration::from_secs(60);
-
-/// Neutron's API through the lab's relay.
-struct Neutron {
-    client: Client,
-    runtime: tokio::runtime::Runtime,
-}
-
-impl Neutron {
-    fn of(lab: &TestLab) -> Neutron {
-        let openstack = lab.state().openstack.expect("an OpenStack lab");
-        Neutron {
-            client: Client::new(&openstack.client_url).expect("neutron url"),
-            runtime: tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("tokio runtime"),
-        }
-    }
-
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        self.runtime
-            .block_on(self.client.call(method, path, body.as_ref()))
-            .unwrap_or_else(|e| panic!("neutron {method} {path}: {e}"))
-    }
-
-    fn create(&self, singular: &str, mut fields: Value) -> Value {
-        fields["project_id"] = json!(PROJECT);
-        let collection = format!("/v2.0/{}s", singular.replace('_', "-"));
-        self.call("POST", &collection, Some(json!({ singular: fields })))[singular].clone()
-    }
-}
-
-/// A process the test started, killed when dropped.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A lab of two hosts with OpenStack; fails naming what is missing.
-fn openstack_lab() -> TestLab {
-    for binary in ["calico-neutron", "calico-dhcp-agent"] {
-        let path = PathBuf::from(BIN).with_file_name(binary);
-        assert!(
-            path.is_file(),
-            "{} is missing: build it first (cargo build -p calico-openstack)",
-            path.display()
-        );
-    }
-    assert!(
-        Path::new(BUSYBOX).is_file(),
-        "{BUSYBOX} is missing: install busybox (the VMs' DHCP client)"
-    );
-    TestLab::up_with(2, &["--openstack"])
-}
 
 /// `vm boot`; the VM as the lab's state records it.
 fn boot(lab: &TestLab, host: &str, name: &str, groups: &[&str]) -> Vm {
@@ -159,7 +100,7 @@ fn leased(hosts: &str, mac: &str) -> String {
 #[test]
 fn vms_on_two_hosts_get_their_ports_addresses_by_dhcp_and_ping_each_other() {
     let started = Instant::now();
-    let lab = openstack_lab();
+    let lab = openstack_lab(&[]);
     let neutron = Neutron::of(&lab);
     let vm1 = boot(&lab, "host1", "vm1", &[]);
     let vm2 = boot(&lab, "host2", "vm2", &[]);
@@ -229,7 +170,7 @@ fn vms_on_two_hosts_get_their_ports_addresses_by_dhcp_and_ping_each_other() {
 #[test]
 fn a_security_group_rule_opens_and_closes_a_vm() {
     let started = Instant::now();
-    let lab = openstack_lab();
+    let lab = openstack_lab(&[]);
     let neutron = Neutron::of(&lab);
     let group = neutron.create("security_group", json!({"name": "egress-only"}));
     let group_id = group["id"].as_str().expect("group id").to_owned();
@@ -274,7 +215,7 @@ fn a_security_group_rule_opens_and_closes_a_vm() {
 #[test]
 fn vm_delete_removes_the_endpoint_routes_and_dhcp_entry() {
     let started = Instant::now();
-    let lab = openstack_lab();
+    let lab = openstack_lab(&[]);
     let vm1 = boot(&lab, "host1", "vm1", &[]);
     let vm2 = boot(&lab, "host2", "vm2", &[]);
     let key = vm2.endpoint_key();
@@ -339,7 +280,7 @@ fn vm_delete_removes_the_endpoint_routes_and_dhcp_entry() {
 #[test]
 fn calico_neutron_restarted_while_ports_change_converges_to_neutron() {
     let started = Instant::now();
-    let lab = openstack_lab();
+    let lab = openstack_lab(&[]);
     let neutron = Neutron::of(&lab);
     let openstack = lab.state().openstack.expect("an OpenStack lab");
     let vm1 = boot(&lab, "host1", "vm1", &[]);

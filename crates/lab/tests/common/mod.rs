@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use calico_lab::{Lab, sh};
 use calico_testkit::require_tool;
 
+pub mod openstack;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_calico-lab");
 
 pub struct TestLab {
