@@ -24,18 +24,15 @@
 //! `cargo build --release -p calico-felix --bin calico-felix --example idle_bench &&
 //! target/release/examples/idle_bench`
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore, TxnOp};
 use calico_linux::{Netlink, Netns, in_netns};
-use calico_testkit::{EtcdServer, NetNs, output_with_stdin};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use calico_testkit::{EtcdServer, NetNs};
 use tokio::time::sleep;
 
 mod common;
-use common::{Felix, cpu_secs, rss_mib};
+use common::{Felix, METRICS_PORT, cpu_secs, ip, rss_mib, sample, scrape};
 
 #[path = "../../calc/benches/scenario/mod.rs"]
 mod scenario;
@@ -45,7 +42,6 @@ use scenario::Scenario;
 /// The measured host: the scenario puts endpoints 0..100 on it.
 const HOST: &str = "host-0";
 const LOCAL: usize = 100;
-const METRICS_PORT: u16 = 9091;
 const POLL: Duration = Duration::from_millis(100);
 /// After "programmed", before the idle window: late writes and the first status report.
 const SETTLE: Duration = Duration::from_secs(10);
@@ -108,32 +104,6 @@ impl Site {
         }
         store.revision().await.unwrap()
     }
-}
-
-/// Runs `ip` with `stdin` (a batch), panicking with its stderr if it fails.
-fn ip(args: &[&str], stdin: &str) {
-    let out = output_with_stdin(Command::new("ip").args(args), stdin);
-    assert!(
-        out.status.success(),
-        "ip {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// `GET /metrics` from Felix (in this thread's namespace); `None` while it does not answer.
-async fn scrape() -> Option<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", METRICS_PORT)).await.ok()?;
-    let request = "GET /metrics HTTP/1.1\r\nHost: felix\r\nConnection: close\r\n\r\n";
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.ok()?;
-    Some(response)
-}
-
-/// The value of the sample `name` in a scrape.
-fn sample(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
 /// A process's peak resident memory in MiB (`VmHWM`).

@@ -42,14 +42,12 @@ use std::time::{Duration, Instant};
 
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore, TxnOp};
 use calico_linux::{Netlink, Netns, in_netns};
-use calico_testkit::{EtcdServer, NetNs, output_with_stdin};
+use calico_testkit::{EtcdServer, NetNs};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::sleep;
 
 mod common;
-use common::{Felix, cpu_secs, rss_mib};
+use common::{Felix, METRICS_PORT, cpu_secs, ip, rss_mib, sample, scrape};
 
 const HOST: &str = "h1";
 const ENDPOINTS: u32 = 1_000;
@@ -58,7 +56,6 @@ const BASE_ENDPOINTS: u32 = 10;
 /// Endpoints are labelled `app=a<n % APPS>`: each policy's selector picks one value.
 const APPS: u32 = 250;
 const GROUPS: u32 = 10;
-const METRICS_PORT: u16 = 9091;
 const POLL: Duration = Duration::from_millis(20);
 /// How long after "programmed" the written bytes are read again (late writes show there).
 const SETTLE: Duration = Duration::from_secs(3);
@@ -300,32 +297,6 @@ impl Site {
         }
         out.status.success()
     }
-}
-
-/// Runs `ip` with `stdin` (a batch), panicking with its stderr if it fails.
-fn ip(args: &[&str], stdin: &str) {
-    let out = output_with_stdin(Command::new("ip").args(args), stdin);
-    assert!(
-        out.status.success(),
-        "ip {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// `GET /metrics` from Felix (in this thread's namespace); `None` while it does not answer.
-async fn scrape() -> Option<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", METRICS_PORT)).await.ok()?;
-    let request = "GET /metrics HTTP/1.1\r\nHost: felix\r\nConnection: close\r\n\r\n";
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.ok()?;
-    Some(response)
-}
-
-/// The value of the sample `name` (with its labels, if any) in a scrape.
-fn sample(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
 /// What Felix says it wrote: iptables bytes, ipset bytes, chains.

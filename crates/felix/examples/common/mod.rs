@@ -111,3 +111,34 @@ pub fn try_cpu_secs(pid: u32) -> Option<(f64, f64)> {
     let f: Vec<f64> = after.split(' ').map(|v| v.parse().unwrap_or(0.0)).collect();
     Some(((f[11] + f[12]) / 100.0, (f[13] + f[14]) / 100.0))
 }
+
+/// The port the benchmarks' Felix serves Prometheus metrics on (inside its namespace).
+pub const METRICS_PORT: u16 = 9091;
+
+/// Runs `ip` with `stdin` (a batch), panicking with its stderr if it fails.
+pub fn ip(args: &[&str], stdin: &str) {
+    let out = calico_testkit::output_with_stdin(Command::new("ip").args(args), stdin);
+    assert!(
+        out.status.success(),
+        "ip {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `GET /metrics` from Felix (in this thread's namespace); `None` while it does not answer.
+pub async fn scrape() -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = ("127.0.0.1", METRICS_PORT);
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    let request = "GET /metrics HTTP/1.1\r\nHost: felix\r\nConnection: close\r\n\r\n";
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    Some(response)
+}
+
+/// The value of the sample `name` (with its labels, if any) in a scrape.
+pub fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
