@@ -1,6 +1,6 @@
 //! CNI ADD and DEL latency of `calico` + `calico-ipam` (etcd in the host namespace) against the
 //! reference `ptp` + `host-local` plugins of Debian's containernetworking-plugins, measured in
-//! the same run on the same namespaces. Prints median and p99 of each and the ratios.
+//! the same run on the same namespaces. Prints median, p99 and max of each and the ratios.
 //!
 //! `calico` runs `calico-ipam` in its own process; the third row runs the same `calico-ipam`
 //! binary as a child process (a copy under another `ipam.type`, which `calico` execs as it
@@ -118,16 +118,18 @@ fn main() {
         load_average()
     );
     println!(
-        "plugins                    ADD median   ADD p99   DEL median   DEL p99   \
+        "plugins                    ADD median   ADD p99   ADD max   DEL median   DEL p99   DEL max   \
          × ref: ADD median / p99   DEL median / p99"
     );
     for (label, add, del) in &results {
         println!(
-            "{label:<25} {:>9.1} ms {:>6.1} ms {:>9.1} ms {:>6.1} ms   {:>11.2} / {:<7.2}   {:>10.2} / {:.2}",
+            "{label:<25} {:>9.1} ms {:>6.1} ms {:>6.1} ms {:>9.1} ms {:>6.1} ms {:>6.1} ms   {:>11.2} / {:<7.2}   {:>10.2} / {:.2}",
             ms(add.0),
             ms(add.1),
+            ms(add.2),
             ms(del.0),
             ms(del.1),
+            ms(del.2),
             ms(add.0) / ms(base_add.0),
             ms(add.1) / ms(base_add.1),
             ms(del.0) / ms(base_del.0),
@@ -192,12 +194,13 @@ fn call(
     took
 }
 
-/// (median, p99)
-fn stats(samples: &[Duration]) -> (Duration, Duration) {
+/// (median, p99, max)
+fn stats(samples: &[Duration]) -> (Duration, Duration, Duration) {
     let t = calico_testkit::Tails::of(samples.iter().map(Duration::as_secs_f64)).expect("samples");
     (
         Duration::from_secs_f64(t.median),
         Duration::from_secs_f64(t.p99),
+        Duration::from_secs_f64(t.max),
     )
 }
 

@@ -1,5 +1,6 @@
 //! What `calico-neutron` and `calico-dhcp-agent` share around their work: logging to stderr
-//! and a runtime, and one error line and a failure exit when the work fails.
+//! and a runtime, one error line and a failure exit when the work fails, and the signals that
+//! stop them.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -26,5 +27,20 @@ pub fn main_of(name: &str, log: &str, work: impl Future<Output = anyhow::Result<
             tracing::error!("{e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT (never, if the handlers cannot be installed).
+pub async fn shutdown() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
     }
 }

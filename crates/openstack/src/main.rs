@@ -27,22 +27,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // A daemon: wait for etcd as long as it takes (one warning per attempt).
     let store = connect_retrying(&args.etcd.config(), "calico-neutron", None).await?;
     let syncer = Syncer::new(neutron, Box::new(store));
-    sync::run(syncer, args.poll_interval, args.resync_interval, shutdown()).await;
+    sync::run(
+        syncer,
+        args.poll_interval,
+        args.resync_interval,
+        calico_openstack::daemon::shutdown(),
+    )
+    .await;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// SIGTERM or SIGINT.
-async fn shutdown() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
 }

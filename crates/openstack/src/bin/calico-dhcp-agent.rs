@@ -19,7 +19,7 @@ async fn run(args: DhcpArgs) -> anyhow::Result<()> {
     let neutron = Client::new(&args.neutron_url).context("--neutron-url")?;
     let (host, host_source) = match &args.host {
         Some(host) => (host.clone(), "--host"),
-        None => (hostname(), "the kernel's hostname"),
+        None => (calico_linux::hostname(), "the kernel's hostname"),
     };
     let options = Options {
         host,
@@ -49,29 +49,13 @@ async fn run(args: DhcpArgs) -> anyhow::Result<()> {
     );
     // A daemon: wait for etcd as long as it takes (one warning per attempt).
     let store = connect_retrying(&args.etcd.config(), "calico-dhcp-agent", None).await?;
-    agent::run(&options, neutron, &store, shutdown()).await?;
+    agent::run(
+        &options,
+        neutron,
+        &store,
+        calico_openstack::daemon::shutdown(),
+    )
+    .await?;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// The kernel's hostname, as Nova reports it by default.
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "localhost".to_owned())
-}
-
-/// SIGTERM or SIGINT.
-async fn shutdown() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
 }
