@@ -207,7 +207,7 @@ impl Client {
 
 /// Decodes each of `items` alone: one that does not decode goes to `left_out` as a `kind` with
 /// its id (when it has one) and the reason.
-fn decode_each<T: DeserializeOwned>(
+pub(crate) fn decode_each<T: DeserializeOwned>(
     items: Vec<serde_json::Value>,
     kind: &'static str,
     left_out: &mut Vec<TranslateError>,

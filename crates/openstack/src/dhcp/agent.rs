@@ -259,11 +259,7 @@ impl Runner<'_> {
             return;
         };
         self.agent.log_left_out(&plan);
-        if plan
-            .left_out
-            .iter()
-            .any(|n| n.reason.contains("in no Neutron subnet"))
-        {
+        if plan.unknown_subnet {
             // A port on a subnet created since the last read: ask Neutron again soon.
             let early = self.last_poll.map_or(Instant::now(), |t| t + EARLY_POLL);
             self.next_poll = self.next_poll.min(early);
@@ -325,15 +321,12 @@ impl Runner<'_> {
 
 /// Decodes each subnet alone: one Neutron lists that does not decode is named and left out.
 fn decode_subnets(items: Vec<serde_json::Value>) -> (Vec<DhcpSubnet>, Vec<NotServed>) {
-    let (mut subnets, mut bad) = (Vec::with_capacity(items.len()), Vec::new());
-    for item in items {
-        let id = item["id"].as_str().unwrap_or("(no id)").to_owned();
-        match serde_json::from_value(item) {
-            Ok(subnet) => subnets.push(subnet),
-            Err(e) => bad.push(NotServed::subnet(&id, format!("not understood: {e}"))),
-        }
-    }
-    (subnets, bad)
+    let mut bad = Vec::new();
+    let subnets = crate::client::decode_each(items, "subnet", &mut bad);
+    let bad = bad
+        .into_iter()
+        .map(|e| NotServed::new(e.kind, &e.id, e.reason));
+    (subnets, bad.collect())
 }
 
 #[cfg(test)]

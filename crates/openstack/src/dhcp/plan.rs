@@ -33,6 +33,8 @@ pub struct Plan {
     /// By port id.
     pub hosts: Vec<HostEntry>,
     pub left_out: Vec<NotServed>,
+    /// Some address is in no subnet the agent knows: Neutron may have one it has not read yet.
+    pub unknown_subnet: bool,
 }
 
 /// The plan for `endpoints` (etcd key → value) given Neutron's `subnets`.
@@ -105,7 +107,10 @@ fn subnet_of<'a>(
         })
         .collect();
     let subnet = match holding.as_slice() {
-        [] => return Err("in no Neutron subnet".into()),
+        [] => {
+            plan.unknown_subnet = true;
+            return Err("in no Neutron subnet".into());
+        }
         [one] => *one,
         [a, b, ..] => {
             return Err(format!(

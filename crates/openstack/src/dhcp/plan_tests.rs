@@ -61,6 +61,7 @@ fn a_port_gets_its_addresses_in_the_subnets_that_hold_them() {
         &[subnet4(), subnet6("dhcpv6-stateful")],
     );
     assert_eq!(plan.left_out, []);
+    assert!(!plan.unknown_subnet);
     assert_eq!(plan.subnets.keys().collect::<Vec<_>>(), ["sub4", "sub6"]);
     assert_eq!(
         plan.hosts,
@@ -152,6 +153,10 @@ fn what_cannot_be_served_is_named_with_the_reason() {
     );
     assert_eq!(plan.hosts.len(), 1, "port-3 is served its first address");
     assert_eq!(plan.hosts[0].ipv4, Some("10.65.0.13".parse().unwrap()));
+    assert!(
+        plan.unknown_subnet,
+        "10.99.0.1 asks Neutron for its subnet again"
+    );
 }
 
 #[test]
