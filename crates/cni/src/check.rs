@@ -19,11 +19,11 @@ use calico_ipam::Ipam;
 use crate::delegate::{self, IpamPlugin};
 use crate::ipam_plugin::{self, connect};
 use crate::plugin::kernel;
-use crate::plumbing::host_link_local;
-use crate::routes::{self, FIRST_METRIC, MAIN_TABLE, SourceRule};
 use crate::runtime_config::format_mac;
 use crate::spec::{CniError, CniResult, Env, code};
 use crate::workload::Workload;
+use calico_plumbing::routes::{self, FIRST_METRIC, MAIN_TABLE, SourceRule};
+use calico_plumbing::{LINK_LOCAL_WAIT, host_link_local};
 
 fn failed(msg: String) -> CniError {
     CniError::new(code::CHECK_FAILED, msg)
@@ -81,7 +81,9 @@ async fn check_host_side(
     if !addresses.iter().any(IpAddr::is_ipv6) {
         return Ok(None);
     }
-    Ok(Some(IpAddr::V6(host_link_local(&host, &link).await?)))
+    Ok(Some(IpAddr::V6(
+        host_link_local(&host, &link, LINK_LOCAL_WAIT).await?,
+    )))
 }
 
 /// The container side: the interface, its MAC, every address of the result, and the routes

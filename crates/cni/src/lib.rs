@@ -10,9 +10,7 @@
 //! | `workload` | endpoint key, veth name and IPAM handle of a call |
 //! | `delegate` | where a `calico` call's IPAM runs: `calico-ipam` in this process, another plugin as a child |
 //! | `ipam_plugin` | `calico-ipam`: Calico IPAM under the handle `<network>.<container id>`, under the per-host lock |
-//! | `plumbing` | plugging a workload in as a plan (steps with their undo) and its executor |
-//! | `routes` | the container's routes: which an attachment owns, their metric, reading them |
-//! | `plugin` | `calico`: veth, addresses, routes, endpoint and profile; rollback; DEL |
+//! | `plugin` | `calico`: veth, addresses, routes (the plan and its executor are `calico_plumbing`'s, shared with the Docker driver), endpoint and profile; rollback; DEL |
 //! | `check` | `calico` CHECK: everything ADD made is still there |
 //! | `fault` | `CALICO_CNI_ABORT_AFTER`: ADD crashed after a step, for the crash tests |
 
@@ -22,9 +20,7 @@ pub mod delegate;
 pub mod fault;
 pub mod ipam_plugin;
 pub mod plugin;
-pub mod plumbing;
 pub mod result;
-pub mod routes;
 pub mod runtime_config;
 pub mod spec;
 pub mod workload;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use calico_datastore::Datastore;
 use calico_ipam::Ipam;
-use calico_linux::{Family, Link, Netlink, Netns};
+use calico_linux::{Link, Netlink, Netns};
 use calico_model::endpoint::WorkloadEndpoint;
 use calico_model::{Key, from_json};
 use ipnet::IpNet;
@@ -21,12 +21,11 @@ use crate::config::NetConf;
 use crate::delegate::{self, IpamPlugin};
 use crate::fault::{Step, crash_point};
 use crate::ipam_plugin::{self, connect, ipam_error};
-use crate::plumbing::{self, Attachment, RoutePlacement, Undo};
-pub use crate::routes::IPV4_GATEWAY;
-use crate::routes::{self, Placement};
 use crate::runtime_config::{self, Requested, format_mac};
 use crate::spec::{CniError, CniResult, Command, Env, Interface, IpConfig, RouteConfig, code};
 use crate::workload::{Workload, handle_id};
+pub use calico_plumbing::IPV4_GATEWAY;
+use calico_plumbing::{self as plumbing, Attachment, Undo, routes};
 
 /// One call of the plugin; returns what to print.
 pub async fn run(env: &Env, conf: &NetConf, stdin: &[u8]) -> Result<Option<Value>, CniError> {
@@ -199,13 +198,16 @@ async fn add_steps(
     let addresses: Vec<IpAddr> = assigned.ips.iter().map(|ip| ip.address.addr()).collect();
     honoured(conf, requested, &addresses)?;
     let veth = workload.veth_name();
+    let netns = Netns::at_path(&env.netns);
     let attachment = Attachment {
         host: veth.clone(),
         container: env.ifname.clone(),
-        netns: env.netns.clone(),
+        // Where the new attachment's routes go: after every default route already in the
+        // container (`routes::placement`), read for the families it will have.
+        routes: routes::placement_in(&netns, &addresses).await?,
+        netns,
         mtu: conf.mtu,
         mac: requested.mac,
-        routes: placement(&env.netns, &addresses).await?,
         addresses,
     };
     let addresses = attachment.addresses.clone();
@@ -288,25 +290,6 @@ fn honoured(conf: &NetConf, requested: &Requested, assigned: &[IpAddr]) -> Resul
             list(&requested.ips)
         ),
     ))
-}
-
-/// Where the new attachment's routes go: after every default route already in the container
-/// (`routes::placement`), read for the families it will have.
-async fn placement(netns: &str, addresses: &[IpAddr]) -> Result<RoutePlacement, CniError> {
-    let container = Netlink::connect(&Netns::at_path(netns)).map_err(kernel)?;
-    let place = async |family: Family| -> Result<Placement, CniError> {
-        let wanted = addresses
-            .iter()
-            .any(|ip| ip.is_ipv4() == (family == Family::V4));
-        if !wanted {
-            return Ok(Placement::FIRST);
-        }
-        Ok(routes::placement(&routes::read(&container, family).await?))
-    };
-    Ok(RoutePlacement {
-        v4: place(Family::V4).await?,
-        v6: place(Family::V6).await?,
-    })
 }
 
 /// The veth pair, host-side settings, and the container's addresses and routes: a plan, run

@@ -45,6 +45,13 @@ pub struct CniError {
     pub details: String,
 }
 
+/// Plugging in failed in the kernel (code 11): the message names the interface, route or rule.
+impl From<calico_plumbing::PlumbingError> for CniError {
+    fn from(error: calico_plumbing::PlumbingError) -> CniError {
+        CniError::new(code::KERNEL, error.to_string())
+    }
+}
+
 impl CniError {
     pub fn new(code: u32, msg: impl Into<String>) -> CniError {
         CniError {

@@ -97,6 +97,9 @@ pub struct KernelRoutingState {
     /// Whether the namespace has IPv6 (`net/ipv6/conf/all/forwarding`); read only while
     /// forwarding is not on yet.
     pub ipv6: bool,
+    /// Interfaces operationally up (`calico_linux::Link::running`): what endpoint statuses
+    /// report, not what routes need.
+    pub running: BTreeSet<String>,
 }
 
 /// One interface to (re)configure.
@@ -317,7 +320,7 @@ pub struct Routing {
     /// The local workloads' addresses at the last sync.
     addresses: BTreeSet<IpAddr>,
     forwarding_on: bool,
-    /// Interfaces that were up at the last sync.
+    /// Interfaces that were up, and operationally up, at the last sync.
     up: BTreeSet<String>,
 }
 
@@ -343,7 +346,7 @@ impl Routing {
         self.up = kernel
             .links
             .iter()
-            .filter(|l| l.up)
+            .filter(|l| l.up && kernel.running.contains(&l.name))
             .map(|l| l.name.clone())
             .collect();
         let plan = plan(state, &kernel, &self.addresses);
@@ -371,10 +374,13 @@ impl Routing {
             .filter(|(key, _)| matches!(key, EndpointKey::Workload(_)))
             .filter_map(|(_, program)| program.interface.as_deref())
             .collect();
-        let links: Vec<KernelLink> = self
-            .netlink
-            .links()
-            .await?
+        let kernel_links = self.netlink.links().await?;
+        let running = kernel_links
+            .iter()
+            .filter(|l| l.running)
+            .map(|l| l.name.clone())
+            .collect();
+        let links: Vec<KernelLink> = kernel_links
             .into_iter()
             .map(|l| {
                 let may_configure = workload_interfaces.contains(l.name.as_str())
@@ -410,6 +416,7 @@ impl Routing {
             configured: self.configured.clone(),
             forwarding_on: self.forwarding_on,
             ipv6,
+            running,
         })
     }
 
@@ -514,7 +521,9 @@ impl Routing {
             .collect())
     }
 
-    /// Whether the interface existed and was up at the last sync.
+    /// Whether the interface existed and was up at the last sync, with a carrier (as Calico's
+    /// Felix read `operstate`): a workload's veth whose container end is gone from the
+    /// container (back in the host's namespace, unused) is not.
     pub fn interface_up(&self, name: &str) -> bool {
         self.up.contains(name)
     }

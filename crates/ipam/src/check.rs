@@ -1,14 +1,18 @@
 //! `calicoctl ipam check`: what the blocks, handles and affinities say against each other and
-//! against the workload endpoints that use the addresses. The audit is a pure function; the
-//! gathering and the repairs are in [`Ipam::check`] and [`Ipam::fix`].
+//! against the workload endpoints that use the addresses, and which of those endpoints their
+//! host's Felix reports down (their workload may be gone while the endpoint still holds the
+//! addresses). The audits are pure functions; the gathering and the repairs are in
+//! [`Ipam::check`] and [`Ipam::fix`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use calico_model::Key;
-use calico_model::endpoint::WorkloadEndpoint;
+use calico_model::endpoint::{EndpointState, WorkloadEndpoint};
 use calico_model::from_json;
 use calico_model::ipam::{AllocationBlock, AllocationHandle};
+use calico_model::key::WorkloadEndpointId;
+use calico_model::status::{EndpointOperState, EndpointStatus};
 use ipnet::IpNet;
 
 use crate::allocator::Ipam;
@@ -43,6 +47,17 @@ pub struct Invalid {
     pub fix: &'static str,
 }
 
+/// An active workload endpoint holding addresses that its host's Felix reports `down` (its
+/// interface is missing, down or has no carrier) or `error`: its workload is probably gone
+/// (removed while its orchestrator's plugin was not running), and the addresses with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleEndpoint {
+    pub key: String,
+    pub host: String,
+    pub addresses: Vec<IpAddr>,
+    pub status: EndpointOperState,
+}
+
 /// Everything `check` found; empty when IPAM is consistent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
@@ -55,6 +70,9 @@ pub struct Report {
     /// Endpoint addresses inside a block that the block does not have assigned (cannot be
     /// fixed automatically: assign them with `calicoctl ipam assign`).
     pub unassigned_in_use: Vec<(IpAddr, String)>,
+    /// Endpoints holding addresses that their host's Felix reports down (never fixed
+    /// automatically: removing an endpoint is its orchestrator's decision).
+    pub stale_endpoints: Vec<StaleEndpoint>,
 }
 
 impl Report {
@@ -64,7 +82,35 @@ impl Report {
             && self.handle_mismatches.is_empty()
             && self.stale_affinities.is_empty()
             && self.unassigned_in_use.is_empty()
+            && self.stale_endpoints.is_empty()
     }
+}
+
+/// The active endpoints with addresses whose status Felix reports as not `up`. An endpoint
+/// Felix has not reported (yet, or its Felix is not running) is not judged.
+pub fn stale_endpoints(
+    endpoints: &[(WorkloadEndpointId, WorkloadEndpoint)],
+    statuses: &BTreeMap<WorkloadEndpointId, EndpointOperState>,
+) -> Vec<StaleEndpoint> {
+    endpoints
+        .iter()
+        .filter(|(_, endpoint)| endpoint.state == EndpointState::Active)
+        .filter_map(|(id, endpoint)| {
+            let status = *statuses.get(id)?;
+            let addresses: Vec<IpAddr> = endpoint
+                .ipv4_nets
+                .iter()
+                .chain(&endpoint.ipv6_nets)
+                .map(IpNet::addr)
+                .collect();
+            (status != EndpointOperState::Up && !addresses.is_empty()).then(|| StaleEndpoint {
+                key: Key::WorkloadEndpoint(id.clone()).to_string(),
+                host: id.hostname.clone(),
+                addresses,
+                status,
+            })
+        })
+        .collect()
 }
 
 /// Compares blocks, handle records, affinities and the addresses endpoints use
@@ -185,20 +231,40 @@ impl Ipam {
             }
         }
         let mut in_use = BTreeMap::new();
+        let mut endpoints = Vec::new();
         for pair in store.list("/calico/v1/host/").await? {
-            if !matches!(Key::parse(&pair.key), Ok(Key::WorkloadEndpoint(_))) {
+            let Ok(Key::WorkloadEndpoint(id)) = Key::parse(&pair.key) else {
                 continue;
-            }
+            };
             let Ok(endpoint) = from_json::<WorkloadEndpoint>(&pair.value) else {
                 continue;
             };
             for net in endpoint.ipv4_nets.iter().chain(&endpoint.ipv6_nets) {
                 in_use.insert(net.addr(), pair.key.clone());
             }
+            endpoints.push((id, endpoint));
         }
         let mut report = audit(&blocks, &handles, &affinities, &in_use);
         report.invalid = invalid;
+        report.stale_endpoints = stale_endpoints(&endpoints, &self.endpoint_statuses().await?);
         Ok(report)
+    }
+
+    /// What each host's Felix reports of its workload endpoints
+    /// (`/calico/felix/v1/host/<host>/workload/…/endpoint/<id>`); unreadable values are skipped.
+    async fn endpoint_statuses(
+        &self,
+    ) -> Result<BTreeMap<WorkloadEndpointId, EndpointOperState>, IpamError> {
+        let prefix = format!("{}/host/", calico_model::key::FELIX_V1);
+        let mut statuses = BTreeMap::new();
+        for pair in self.store().list(&prefix).await? {
+            if let Ok(Key::WorkloadEndpointStatus(id)) = Key::parse(&pair.key)
+                && let Ok(status) = from_json::<EndpointStatus>(&pair.value)
+            {
+                statuses.insert(id, status.status);
+            }
+        }
+        Ok(statuses)
     }
 
     /// The IPAM config and the blocks that do not read.
@@ -354,5 +420,47 @@ mod tests {
         assert_eq!(report.stale_affinities, [("h2".to_owned(), cidr)]);
         assert_eq!(report.unassigned_in_use.len(), 1);
         assert!(!report.is_clean());
+    }
+
+    #[test]
+    fn active_endpoints_felix_reports_down_or_in_error_are_stale() {
+        let id = |e: &str| WorkloadEndpointId {
+            hostname: "h1".into(),
+            orchestrator: "docker".into(),
+            workload: "w".into(),
+            endpoint: e.into(),
+        };
+        let endpoint = |state: &str, nets: &str| -> WorkloadEndpoint {
+            from_json(&format!(
+                r#"{{"state": "{state}", "name": "cali1", "profile_ids": [], "ipv4_nets": {nets}}}"#
+            ))
+            .unwrap()
+        };
+        let endpoints = [
+            (id("up"), endpoint("active", r#"["10.0.0.1/32"]"#)),
+            (id("down"), endpoint("active", r#"["10.0.0.2/32"]"#)),
+            (id("error"), endpoint("active", r#"["10.0.0.3/32"]"#)),
+            (id("inactive"), endpoint("inactive", r#"["10.0.0.4/32"]"#)),
+            (id("no-address"), endpoint("active", "[]")),
+            (id("unreported"), endpoint("active", r#"["10.0.0.6/32"]"#)),
+        ];
+        let statuses = [
+            (id("up"), EndpointOperState::Up),
+            (id("down"), EndpointOperState::Down),
+            (id("error"), EndpointOperState::Error),
+            (id("inactive"), EndpointOperState::Down),
+            (id("no-address"), EndpointOperState::Down),
+        ]
+        .into();
+        let stale = stale_endpoints(&endpoints, &statuses);
+        let keys: Vec<&str> = stale.iter().map(|s| s.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "/calico/v1/host/h1/workload/docker/w/endpoint/down",
+                "/calico/v1/host/h1/workload/docker/w/endpoint/error"
+            ]
+        );
+        assert_eq!(stale[0].addresses, ["10.0.0.2".parse::<IpAddr>().unwrap()]);
     }
 }

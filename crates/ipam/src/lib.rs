@@ -33,7 +33,9 @@ mod store;
 
 pub use affinity::AffinityOutcome;
 pub use allocator::{AssignRequest, Assigned, DEFAULT_ATTEMPTS, IpAssignment, Ipam};
-pub use check::{Fixed, HandleMismatch, Invalid, Leak, Report, audit};
+pub use check::{
+    Fixed, HandleMismatch, Invalid, Leak, Report, StaleEndpoint, audit, stale_endpoints,
+};
 pub use config::IpamSettings;
 pub use error::IpamError;
 pub use host_lock::{HostLock, HostLockGuard};

@@ -112,14 +112,24 @@ impl Driver {
             return Ok(());
         }
         crate::pool::check_in_pool(pool, ip, "Address")?;
-        let handle = self.ipam.ip_info(ip).await?.and_then(|a| a.primary);
-        match handle {
-            Some(handle) if handle.starts_with(HANDLE_PREFIX) => {
-                self.ipam.release_ips(&[ip]).await?;
-            }
-            Some(other) => tracing::warn!("not releasing {ip}: it belongs to handle {other}"),
-            None => tracing::info!("{ip} was not assigned: nothing to release"),
-        }
+        self.release_ours(&[ip]).await?;
         Ok(())
+    }
+
+    /// Releases the addresses one of this driver's handles holds; others' are left alone
+    /// (logged). Returns those released.
+    pub(crate) async fn release_ours(&self, ips: &[IpAddr]) -> Result<Vec<IpAddr>, DriverError> {
+        let mut ours = Vec::new();
+        for &ip in ips {
+            match self.ipam.ip_info(ip).await?.and_then(|a| a.primary) {
+                Some(handle) if handle.starts_with(HANDLE_PREFIX) => ours.push(ip),
+                Some(other) => tracing::warn!("not releasing {ip}: it belongs to handle {other}"),
+                None => tracing::info!("{ip} was not assigned: nothing to release"),
+            }
+        }
+        if !ours.is_empty() {
+            self.ipam.release_ips(&ours).await?;
+        }
+        Ok(ours)
     }
 }

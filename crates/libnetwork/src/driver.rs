@@ -2,26 +2,29 @@
 //! are in `pool` and `endpoint` (pure); this file reads what they need and applies what they
 //! decide, undoing its own writes when a later step fails.
 //!
-//! No state in memory but dockerd's network names: what `CreateEndpoint` learns waits for
-//! `Join` in etcd (`pending`), which endpoints share a sandbox is read from the endpoint keys,
-//! and everything else is derived from ids, so a restarted driver finishes and removes what an
-//! earlier one started. `reconcile` collects what a crash in between leaves.
+//! No state in memory but dockerd's network names and the second networks' source routing
+//! under way (`standby`): what `CreateEndpoint` learns waits for `Join` in etcd (`pending`),
+//! which endpoints share a sandbox is read from the endpoint keys, and everything else is
+//! derived from ids, so a restarted driver finishes and removes what an earlier one started.
+//! `reconcile` collects what a crash in between leaves.
 
 use std::net::Ipv6Addr;
 use std::sync::Arc;
 
 use calico_datastore::Datastore;
 use calico_ipam::Ipam;
-use calico_linux::Netlink;
+use calico_linux::{Netlink, Netns};
 use calico_model::endpoint::WorkloadEndpoint;
 use calico_model::pool::IpPool;
 use calico_model::{Key, from_json, names as model_names};
+use calico_plumbing::Plumbed;
 
 use crate::docker::DockerApi;
 use crate::endpoint::{EndpointSpec, SandboxRoutes};
 use crate::error::DriverError;
 use crate::names::{self, VethNames};
 use crate::pending::{self, PENDING_TTL, Pending};
+use crate::standby::{Standby, Standbys};
 
 /// What `Join` did: the veth, and the routes the sandbox lacked.
 #[derive(Debug, Clone)]
@@ -38,6 +41,9 @@ pub struct Driver {
     pub(crate) ipam: Ipam,
     pub(crate) netlink: Netlink,
     docker: DockerApi,
+    pub(crate) standbys: Standbys,
+    /// What `reconcile` saw of endpoints whose veth is back in this namespace.
+    pub(crate) suspects: crate::reconcile::Suspects,
 }
 
 impl Driver {
@@ -52,6 +58,8 @@ impl Driver {
             ipam: Ipam::new(store),
             netlink,
             docker,
+            standbys: Standbys::default(),
+            suspects: Default::default(),
         }
     }
 
@@ -106,7 +114,8 @@ impl Driver {
     }
 
     /// `Join`: the veth, then the endpoint key, then the pending record goes; the veth goes
-    /// again if the key cannot be written.
+    /// again if the key cannot be written. A second network's endpoint (one whose routes the
+    /// sandbox has from another) is routed as a standby once dockerd has moved it in.
     pub(crate) async fn join(
         &self,
         endpoint_id: &str,
@@ -119,10 +128,8 @@ impl Driver {
         let veth = names::veth_names(endpoint_id)?;
         let others = self.sandbox_endpoints(&workload, endpoint_id).await?;
         let routes = SandboxRoutes::needed(&spec, &others);
-        let mac = crate::plumb::create(&self.netlink, &veth, spec.mac, &spec.families()).await?;
-        let value =
-            crate::endpoint::endpoint_json(&veth.host, mac, &record.profile, &spec.addresses);
-        let v6_gateway = match self.finish_join(&veth, routes, &key, &value).await {
+        let plumbed = crate::plumb::create(&veth, spec.mac, &spec.addresses).await?;
+        let v6_gateway = match self.finish_join(&plumbed, &record, routes, &key).await {
             Ok(gateway) => gateway,
             Err(e) => {
                 if let Err(undo) = crate::plumb::delete(&self.netlink, &veth).await {
@@ -136,6 +143,17 @@ impl Driver {
             // Harmless: the record expires, and the endpoint key now holds the addresses.
             tracing::warn!("cannot delete {pending_key}: {e}");
         }
+        let families = routes.standby_families(&spec);
+        if let (false, Some(mac)) = (families.is_empty(), plumbed.container.mac) {
+            self.standbys.start(Standby {
+                endpoint_id: endpoint_id.to_owned(),
+                veth: veth.clone(),
+                sandbox: Netns::at_path(sandbox_key),
+                mac,
+                addresses: spec.addresses,
+                families,
+            });
+        }
         Ok(Joined {
             veth,
             routes,
@@ -144,19 +162,27 @@ impl Driver {
     }
 
     /// `Join`'s steps after the veth: the IPv6 gateway if the sandbox needs the route, then
-    /// the endpoint key. The caller deletes the veth if this fails.
+    /// the endpoint key (with the container end's MAC). The caller deletes the veth if this
+    /// fails.
     async fn finish_join(
         &self,
-        veth: &VethNames,
+        plumbed: &Plumbed,
+        record: &Pending,
         routes: SandboxRoutes,
         key: &str,
-        value: &str,
     ) -> Result<Option<Ipv6Addr>, DriverError> {
+        let (host, container) = (&plumbed.host, &plumbed.container);
+        let mac = container.mac.ok_or_else(|| DriverError::UnknownEndpoint {
+            endpoint: container.name.clone(),
+            reason: "the new veth end has no MAC address".to_owned(),
+        })?;
+        let value =
+            crate::endpoint::endpoint_json(&host.name, mac, &record.profile, &record.addresses);
         let v6_gateway = match routes.v6 {
-            true => Some(crate::plumb::host_link_local(&self.netlink, veth).await?),
+            true => Some(crate::plumb::host_link_local(&self.netlink, host).await?),
             false => None,
         };
-        self.store().put(key, value).await?;
+        self.store().put(key, &value).await?;
         Ok(v6_gateway)
     }
 
@@ -195,14 +221,16 @@ impl Driver {
             .collect())
     }
 
-    /// `Leave` and `DeleteEndpoint`: the endpoint key first (so Felix stops routing to it),
-    /// then the veth, and for `DeleteEndpoint` the pending record. Idempotent, from ids alone.
+    /// `Leave` and `DeleteEndpoint`: a standby's source rules in the sandbox (known while
+    /// this driver runs), the endpoint key (so Felix stops routing to it), then the veth, and
+    /// for `DeleteEndpoint` the pending record. Idempotent, from ids alone.
     pub(crate) async fn remove_endpoint(
         &self,
         endpoint_id: &str,
         forget: bool,
     ) -> Result<(), DriverError> {
         let veth = names::veth_names(endpoint_id)?;
+        self.standbys.forget(endpoint_id).await;
         for key in self.endpoint_keys(endpoint_id).await? {
             self.store().delete(&key).await?;
         }

@@ -6,6 +6,7 @@ use std::net::{IpAddr, Ipv6Addr};
 use calico_linux::Family;
 use calico_model::endpoint::WorkloadEndpoint;
 use calico_model::pool::IpPool;
+use calico_plumbing::{Gateway, gateway_routes};
 use ipnet::IpNet;
 use serde_json::json;
 
@@ -13,9 +14,6 @@ use crate::api::{
     CreateEndpointRequest, CreateNetworkRequest, InterfaceName, JoinResponse, StaticRoute,
 };
 use crate::error::DriverError;
-
-/// The container's gateway: the host side answers ARP for it (proxy ARP).
-pub const GATEWAY_V4: &str = "169.254.1.1";
 
 /// Network options dockerd always sends; anything else (`-o key=value`) is refused.
 const ENABLE_IPV6: &str = "com.docker.network.enable_ipv6";
@@ -93,7 +91,7 @@ impl EndpointSpec {
         Ok(EndpointSpec { addresses, mac })
     }
 
-    /// The families the host side needs settings for.
+    /// The families of its addresses (IPv4 always).
     pub fn families(&self) -> Vec<Family> {
         let mut families = vec![Family::V4];
         if self.addresses.iter().any(IpAddr::is_ipv6) {
@@ -187,6 +185,23 @@ pub struct SandboxRoutes {
 }
 
 impl SandboxRoutes {
+    /// The families whose routes come with the endpoint.
+    pub fn families(&self) -> Vec<Family> {
+        [(Family::V4, self.v4), (Family::V6, self.v6)]
+            .into_iter()
+            .filter_map(|(family, with)| with.then_some(family))
+            .collect()
+    }
+
+    /// The families of `spec` whose routes the sandbox already has from another endpoint: this
+    /// one is a standby there, and gets source routing once dockerd has moved it in.
+    pub fn standby_families(&self, spec: &EndpointSpec) -> Vec<Family> {
+        spec.families()
+            .into_iter()
+            .filter(|family| !self.families().contains(family))
+            .collect()
+    }
+
     /// What `spec` brings to a sandbox whose other endpoints are `others`.
     pub fn needed(spec: &EndpointSpec, others: &[WorkloadEndpoint]) -> SandboxRoutes {
         let has = |v4: bool| spec.addresses.iter().any(|ip| ip.is_ipv4() == v4);
@@ -197,7 +212,8 @@ impl SandboxRoutes {
     }
 }
 
-/// `Join`'s answer: the veth end to move in, the routes `routes` says the sandbox lacks (the
+/// `Join`'s answer: the veth end to move in, the gateway routes (the CNI plugin's:
+/// `calico_plumbing::gateway_routes`) of the families `routes` says the sandbox lacks (the
 /// IPv6 ones through `v6_gateway`, the host side's link-local address), and no gateway service.
 pub fn join_response(
     temp: &str,
@@ -205,24 +221,23 @@ pub fn join_response(
     v6_gateway: Option<Ipv6Addr>,
 ) -> JoinResponse {
     let mut static_routes = Vec::new();
-    if routes.v4 {
-        static_routes.push(StaticRoute {
-            destination: format!("{GATEWAY_V4}/32"),
-            route_type: 1,
-            next_hop: None,
-        });
-        static_routes.push(StaticRoute {
-            destination: "0.0.0.0/0".to_owned(),
-            route_type: 0,
-            next_hop: Some(GATEWAY_V4.to_owned()),
-        });
-    }
-    if let (true, Some(gateway)) = (routes.v6, v6_gateway) {
-        static_routes.push(StaticRoute {
-            destination: "::/0".to_owned(),
-            route_type: 0,
-            next_hop: Some(gateway.to_string()),
-        });
+    for family in routes.families() {
+        for (destination, gateway) in gateway_routes(family) {
+            // libnetwork's route types: 1 on the link, 0 through a next hop.
+            let (route_type, next_hop) = match gateway {
+                Gateway::OnLink => (1, None),
+                Gateway::Via(ip) => (0, Some(ip.to_string())),
+                Gateway::HostLinkLocal => match v6_gateway {
+                    Some(gateway) => (0, Some(gateway.to_string())),
+                    None => continue,
+                },
+            };
+            static_routes.push(StaticRoute {
+                destination: destination.to_string(),
+                route_type,
+                next_hop,
+            });
+        }
     }
     JoinResponse {
         interface_name: InterfaceName {

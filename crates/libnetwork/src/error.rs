@@ -4,7 +4,8 @@
 
 use calico_datastore::DatastoreError;
 use calico_ipam::IpamError;
-use calico_linux::{NetlinkError, SysctlError};
+use calico_linux::NetlinkError;
+use calico_plumbing::PlumbingError;
 
 /// A plugin call failed; whatever it had written is undone.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +37,7 @@ pub enum DriverError {
     #[error("kernel: {0}")]
     Netlink(#[from] NetlinkError),
     #[error("kernel: {0}")]
-    Sysctl(#[from] SysctlError),
+    Plumbing(#[from] PlumbingError),
     /// dockerd's API (asked for a network's name) did not answer as expected.
     #[error("docker api at {socket}: {reason}")]
     Docker { socket: String, reason: String },

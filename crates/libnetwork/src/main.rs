@@ -6,15 +6,22 @@ use std::sync::Arc;
 use anyhow::Context;
 use calico_datastore::connect_retrying;
 use calico_libnetwork::docker::DockerApi;
-use calico_libnetwork::{Args, Driver, reconcile, server};
+use calico_libnetwork::{Args, Driver, logging, reconcile, server};
 use calico_linux::{Netlink, Netns};
 use clap::Parser;
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let filter = std::env::var("CALICO_LIBNETWORK_LOG").unwrap_or_else(|_| "info".to_owned());
+    let filter = match logging::filter(std::env::var(logging::VARIABLE).ok().as_deref()) {
+        Ok(filter) => filter,
+        Err(e) => {
+            eprintln!("calico-libnetwork: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
@@ -34,13 +41,18 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let socket = args.socket();
+    let sockets = server::Sockets {
+        network: args.socket(),
+        ipam: args.ipam_socket(),
+    };
     let hostname = args.hostname();
     tracing::info!(
-        socket = %socket.display(),
+        socket = %sockets.network.display(),
+        ipam_socket = %sockets.ipam.display(),
         hostname,
         etcd = args.etcd.etcd_endpoints,
         docker = %args.docker_socket.display(),
+        reconcile_interval = ?args.reconcile_interval,
         "starting"
     );
     // A daemon: wait for etcd as long as it takes (one warning per attempt); the socket appears
@@ -49,16 +61,26 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let netlink = Netlink::connect(&Netns::current()).context("cannot open netlink")?;
     let docker = DockerApi::new(args.docker_socket.clone());
     let driver = Arc::new(Driver::new(hostname, Arc::new(store), netlink, docker));
-    if let Some(dir) = socket.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for socket in [&sockets.network, &sockets.ipam] {
+        if let Some(dir) = socket.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        // A socket left by a driver that died is ours to replace.
+        let _ = std::fs::remove_file(socket);
     }
-    // Leftovers of an earlier driver or dockerd, now and every minute; aborted on return.
-    let _reconcile = AbortOnDrop(tokio::spawn(reconcile::run(driver.clone())));
-    // A socket left by a driver that died is ours to replace.
-    let _ = std::fs::remove_file(&socket);
-    server::serve(driver, &socket, shutdown())
+    // Leftovers of an earlier driver or dockerd, now and every interval; aborted on return.
+    let interval = args.reconcile_interval;
+    let _reconcile = AbortOnDrop(tokio::spawn(reconcile::run(driver.clone(), interval)));
+    server::serve(driver, &sockets, shutdown())
         .await
-        .with_context(|| format!("cannot serve on {}", socket.display()))?;
+        .with_context(|| {
+            format!(
+                "cannot serve on {} and {}",
+                sockets.network.display(),
+                sockets.ipam.display()
+            )
+        })?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -1,13 +1,15 @@
 //! The plugin's HTTP side: every call is `POST /<Api>.<Call>` with a JSON body, answered with
 //! the call's response or `{"Err": "..."}` (status 500, as libnetwork's plugin helpers answer
-//! errors). Served on a unix socket, which is unlinked when the server stops: dockerd retries
-//! a stale socket's calls for ~15 s each.
+//! errors). Served on two unix sockets, unlinked when the server stops (dockerd retries a
+//! stale socket's calls for ~15 s each): the plugin's name (network and IPAM driver) and the
+//! IPAM driver's second name (`calico-ipam`, as Calico's upstream plugin was called).
 //!
 //! ```text
-//! dockerd ──POST──► axum (one task per connection) ──► dispatch ──► Driver (etcd, IPAM, netlink)
+//! dockerd ──POST──► <name>.sock      ─┐
+//!         ──POST──► <name>-ipam.sock ─┴► axum (one task per connection) ──► dispatch ──► Driver
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
@@ -32,30 +34,74 @@ use crate::{endpoint, pool};
 /// (docs/docker.md).
 const SCOPE: &str = "local";
 
-/// The router over a driver.
-pub fn router(driver: Arc<Driver>) -> Router {
-    Router::new()
-        .route("/{call}", post(handle))
-        .with_state(driver)
+/// What a socket's name answers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The plugin's name: `--driver` and `--ipam-driver`.
+    Both,
+    /// The IPAM driver's second name: `--ipam-driver` only.
+    Ipam,
 }
 
-/// Serves on `socket` until `shutdown` completes, then removes the socket.
+impl Role {
+    fn implements(self) -> Vec<&'static str> {
+        match self {
+            Role::Both => vec!["NetworkDriver", "IpamDriver"],
+            Role::Ipam => vec!["IpamDriver"],
+        }
+    }
+}
+
+/// The router of the plugin's name over a driver.
+pub fn router(driver: Arc<Driver>) -> Router {
+    router_for(driver, Role::Both)
+}
+
+/// The router of one of the names.
+pub fn router_for(driver: Arc<Driver>, role: Role) -> Router {
+    Router::new()
+        .route("/{call}", post(handle))
+        .with_state((driver, role))
+}
+
+/// Where the two names are served.
+#[derive(Debug, Clone)]
+pub struct Sockets {
+    pub network: PathBuf,
+    pub ipam: PathBuf,
+}
+
+/// Serves both names until `shutdown` completes, then removes the sockets.
 pub async fn serve(
     driver: Arc<Driver>,
-    socket: &Path,
+    sockets: &Sockets,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let _unlink = Unlink(socket.to_owned());
-    let listener = UnixListener::bind(socket)?;
-    let stop = async {
+    let _unlink = [
+        Unlink(sockets.network.clone()),
+        Unlink(sockets.ipam.clone()),
+    ];
+    let network = UnixListener::bind(&sockets.network)?;
+    let ipam = UnixListener::bind(&sockets.ipam)?;
+    let (stopping, stopped) = tokio::sync::watch::channel(false);
+    let stop = async move {
         tokio::select! {
             _ = shutdown => {}
             _ = STOP.notified() => {}
         }
+        let _ = stopping.send(true);
+        Ok(())
     };
-    axum::serve(listener, router(driver))
-        .with_graceful_shutdown(stop)
-        .await
+    let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let serve = |listener, role| {
+        axum::serve(listener, router_for(driver.clone(), role))
+            .with_graceful_shutdown(until_stopped(stopped.clone()))
+            .into_future()
+    };
+    tokio::try_join!(stop, serve(network, Role::Both), serve(ipam, Role::Ipam))?;
+    Ok(())
 }
 
 /// Removes the socket file when dropped.
@@ -69,12 +115,12 @@ impl Drop for Unlink {
 }
 
 async fn handle(
-    State(driver): State<Arc<Driver>>,
+    State((driver, role)): State<(Arc<Driver>, Role)>,
     CallPath(call): CallPath<String>,
     body: Bytes,
 ) -> Response {
-    tracing::debug!(call, body = %String::from_utf8_lossy(&body), "request");
-    match dispatch(&driver, &call, &body).await {
+    tracing::debug!(call, ?role, body = %String::from_utf8_lossy(&body), "request");
+    match dispatch(&driver, role, &call, &body).await {
         Ok(json) => {
             tracing::debug!(call, answer = %json, "answer");
             stop_if_asked(&call);
@@ -142,11 +188,21 @@ fn json(value: impl Serialize) -> Result<String, DriverError> {
     Ok(serde_json::to_string(&value).expect("responses serialize"))
 }
 
-async fn dispatch(driver: &Driver, call: &str, body: &[u8]) -> Result<String, DriverError> {
+async fn dispatch(
+    driver: &Driver,
+    role: Role,
+    call: &str,
+    body: &[u8],
+) -> Result<String, DriverError> {
     match call {
         "Plugin.Activate" => json(api::ActivateResponse {
-            implements: vec!["NetworkDriver", "IpamDriver"],
+            implements: role.implements(),
         }),
+        call if role == Role::Ipam && call.starts_with("NetworkDriver.") => {
+            Err(DriverError::UnknownCall {
+                call: format!("{call} (this socket serves only the IPAM driver's second name)"),
+            })
+        }
         "NetworkDriver.GetCapabilities" => json(api::NetworkCapabilities {
             scope: SCOPE,
             connectivity_scope: SCOPE,
@@ -192,7 +248,10 @@ async fn network_call(driver: &Driver, call: &str, body: &[u8]) -> Result<String
             json(Empty {})
         }
         "NetworkDriver.EndpointOperInfo" => {
-            let _: api::EndpointRequest = parse(call, body)?;
+            // dockerd asks once `Join` has returned and the interface is in the sandbox: a
+            // second network's routing is done by the time `docker network connect` returns.
+            let request: api::EndpointRequest = parse(call, body)?;
+            driver.standbys.wait(&request.endpoint_id).await;
             json(api::EndpointInfoResponse::default())
         }
         "NetworkDriver.Join" => {

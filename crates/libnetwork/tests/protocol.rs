@@ -34,6 +34,11 @@ impl Driver {
 
     /// Starts the driver without waiting for its socket.
     fn spawn(etcd: &EtcdServer) -> Driver {
+        Driver::spawn_with_env(etcd, &[])
+    }
+
+    /// [`Driver::spawn`] with extra environment variables.
+    fn spawn_with_env(etcd: &EtcdServer, env: &[(&str, &str)]) -> Driver {
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("calico.sock");
         let log = std::fs::File::create(dir.path().join("driver.log")).expect("log file");
@@ -46,6 +51,7 @@ impl Driver {
                 &etcd.endpoint(),
             ])
             .args(["--docker-socket", "/nonexistent/docker.sock"])
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stderr(log)
             .spawn()
@@ -68,6 +74,11 @@ impl Driver {
 
     fn log(&self) -> String {
         std::fs::read_to_string(self._dir.path().join("driver.log")).unwrap_or_default()
+    }
+
+    /// The IPAM driver's second name's socket, beside the first (`calico-ipam.sock`).
+    fn ipam_socket(&self) -> PathBuf {
+        self.socket.with_file_name("calico-ipam.sock")
     }
 
     /// POSTs `body` to `/<call>`; the status and the JSON answer.
@@ -169,6 +180,82 @@ fn handshake_and_capabilities() {
     ] {
         assert_eq!(driver.ok(optional, json!({})), json!({}));
     }
+}
+
+/// The IPAM driver answers to its upstream name too (`--ipam-driver calico-ipam`), on a socket
+/// of its own: there it implements the IPAM driver only, and assigns from the same IPAM.
+#[test]
+fn the_ipam_driver_answers_to_calico_ipam_too() {
+    let (etcd, driver) = started();
+    let ipam = driver.ipam_socket();
+    assert!(ipam.exists(), "no {}:\n{}", ipam.display(), driver.log());
+    let (status, activate) = post(&ipam, "Plugin.Activate", "{}");
+    assert_eq!(
+        (status, activate),
+        (200, json!({"Implements": ["IpamDriver"]}))
+    );
+    let (status, pool) = post(
+        &ipam,
+        "IpamDriver.RequestPool",
+        r#"{"AddressSpace":"CalicoLocal","Pool":"","SubPool":"","Options":{},"V6":false}"#,
+    );
+    assert_eq!((status, &pool["PoolID"]), (200, &json!("CalicoPoolIPv4")));
+    let (status, address) = post(
+        &ipam,
+        "IpamDriver.RequestAddress",
+        r#"{"PoolID":"CalicoPoolIPv4","Address":"","Options":null}"#,
+    );
+    assert_eq!(status, 200, "{address}");
+    let ip = address["Address"].as_str().expect("an address");
+    assert!(ip.starts_with("10.66."), "{ip}");
+    let (status, err) = post(&ipam, "NetworkDriver.CreateNetwork", r#"{"NetworkID":"n"}"#);
+    assert_eq!(status, 500, "{err}");
+    assert!(
+        err["Err"]
+            .as_str()
+            .is_some_and(|e| e.contains("serves only the IPAM driver")),
+        "{err}"
+    );
+    let body = json!({"PoolID": "CalicoPoolIPv4", "Address": ip.trim_end_matches("/32")});
+    let (status, _) = post(&ipam, "IpamDriver.ReleaseAddress", &body.to_string());
+    assert_eq!(status, 200);
+    assert!(ipam_check(&etcd).is_clean());
+}
+
+/// `CALICO_LIBNETWORK_LOG=debug` (the documented setting) logs every request and answer of
+/// the driver and nothing of the HTTP/2 stack under etcd's client; a word that is no level
+/// stops the driver with the variable named.
+#[test]
+fn a_bare_debug_level_logs_the_drivers_calls_and_not_the_http2_frames() {
+    let etcd = EtcdServer::start();
+    let driver = Driver::spawn_with_env(&etcd, &[("CALICO_LIBNETWORK_LOG", "debug")]);
+    driver.wait_for_socket();
+    driver.ok("IpamDriver.GetCapabilities", json!({}));
+    let log = driver.log();
+    assert!(
+        log.lines().any(|l| l.contains("DEBUG")
+            && l.contains("calico_libnetwork")
+            && l.contains("IpamDriver.GetCapabilities")),
+        "no debug line of the call:\n{log}"
+    );
+    let foreign: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("DEBUG") || l.contains("TRACE"))
+        .filter(|l| !l.contains("calico_"))
+        .collect();
+    assert!(
+        foreign.is_empty(),
+        "other crates' debug lines: {foreign:#?}"
+    );
+
+    let mut bad = Driver::spawn_with_env(&etcd, &[("CALICO_LIBNETWORK_LOG", "verbose")]);
+    let status = bad.child.wait().expect("the driver exits");
+    assert!(!status.success());
+    let log = bad.log();
+    assert!(
+        log.contains("CALICO_LIBNETWORK_LOG \"verbose\": \"verbose\" is neither a level"),
+        "{log}"
+    );
 }
 
 #[test]

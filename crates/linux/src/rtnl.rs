@@ -11,7 +11,7 @@ use ipnet::IpNet;
 use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload};
 use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage, State};
 use rtnetlink::packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
 };
@@ -47,6 +47,9 @@ pub struct Link {
     pub mac: Option<[u8; 6]>,
     pub up: bool,
     pub mtu: u32,
+    /// Operationally up (`IFLA_OPERSTATE` up, or unknown as for dummy and tun devices): a veth
+    /// whose peer is down, or back in this namespace unused, is not.
+    pub running: bool,
 }
 
 /// A Calico route: a destination through an interface (scope link).
@@ -307,11 +310,15 @@ fn link_of(message: &LinkMessage) -> Option<Link> {
     let mut name = None;
     let mut mac = None;
     let mut mtu = 0;
+    let mut running = true;
     for attribute in &message.attributes {
         match attribute {
             LinkAttribute::IfName(n) => name = Some(n.clone()),
             LinkAttribute::Address(a) => mac = <[u8; 6]>::try_from(a.as_slice()).ok(),
             LinkAttribute::Mtu(m) => mtu = *m,
+            LinkAttribute::OperState(state) => {
+                running = matches!(state, State::Up | State::Unknown);
+            }
             _ => {}
         }
     }
@@ -321,6 +328,7 @@ fn link_of(message: &LinkMessage) -> Option<Link> {
         mac,
         up: message.header.flags.contains(LinkFlags::Up),
         mtu,
+        running,
     })
 }
 

@@ -454,6 +454,18 @@ fn print_report(report: &Report, out: &mut impl Write) -> std::io::Result<()> {
             "unassigned: {ip} is used by {endpoint} but free in its block (assign it: calicoctl ipam assign --ip {ip} --handle <id>)"
         )?;
     }
+    for stale in &report.stale_endpoints {
+        let addresses: Vec<String> = stale.addresses.iter().map(ToString::to_string).collect();
+        writeln!(
+            out,
+            "stale endpoint: {} holds {} but Felix on {} reports it {} (its interface is gone, down or without carrier: its workload is probably gone); if so, delete it (calicoctl delete {}) and run calicoctl ipam check --fix to release its addresses",
+            stale.key,
+            addresses.join(", "),
+            stale.host,
+            format!("{:?}", stale.status).to_lowercase(),
+            stale.key
+        )?;
+    }
     Ok(())
 }
 

@@ -14,18 +14,19 @@
 //! routing, so that what the container sends *from* its addresses leaves through its own
 //! interface (where the host's strict reverse-path check expects it), not the owner's: its
 //! gateway routes again in table `<metric>`, and `from <address> lookup <metric>` rules at
-//! priority [`RULE_PRIORITY`]. Rules do not go with the link: DEL and ADD's undo remove them.
+//! priority [`RULE_PRIORITY`]. Rules do not go with the link: CNI's DEL and ADD's undo, and
+//! the Docker driver's `Leave`, remove them.
 //!
 //! The kernel is reached over rtnetlink in the container's namespace (`calico_linux::Netlink`:
 //! `table_routes`, `add_table_route`, `policy_rules`, …); no tool runs.
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use calico_linux::{Family, Link, Netlink, NetlinkError, PolicyRule, TableRoute};
+use calico_linux::{Family, Link, Netlink, NetlinkError, Netns, PolicyRule, TableRoute};
 use ipnet::IpNet;
 
-use crate::plugin::kernel;
-use crate::spec::{CniError, code};
+use crate::error::PlumbingError;
+use crate::plan::RoutePlacement;
 
 /// The gateway every IPv4 workload routes through: answered by proxy ARP on the host side.
 pub const IPV4_GATEWAY: Ipv4Addr = Ipv4Addr::new(169, 254, 1, 1);
@@ -118,6 +119,28 @@ pub fn placement(existing: &[ContainerRoute]) -> Placement {
         .map_or(FIRST_METRIC, |m| m.max(FIRST_METRIC));
     let standby = main().any(|r| r.destination.prefix_len() == 0);
     Placement { metric, standby }
+}
+
+/// Where a new attachment with these addresses goes in the container at `netns`: after every
+/// default route already there ([`placement`]), read for the families it has.
+pub async fn placement_in(
+    netns: &Netns,
+    addresses: &[IpAddr],
+) -> Result<RoutePlacement, PlumbingError> {
+    let container = Netlink::connect(netns)?;
+    let place = async |family: Family| -> Result<Placement, PlumbingError> {
+        let wanted = addresses
+            .iter()
+            .any(|ip| ip.is_ipv4() == (family == Family::V4));
+        if !wanted {
+            return Ok(Placement::FIRST);
+        }
+        Ok(placement(&read(&container, family).await?))
+    };
+    Ok(RoutePlacement {
+        v4: place(Family::V4).await?,
+        v6: place(Family::V6).await?,
+    })
 }
 
 /// The routes an attachment with these addresses owns on `dev` in `table` (any metric): what
@@ -243,16 +266,22 @@ impl SourceRule {
 }
 
 /// The container's routes of one family, in every table.
-pub async fn read(container: &Netlink, family: Family) -> Result<Vec<ContainerRoute>, CniError> {
+pub async fn read(
+    container: &Netlink,
+    family: Family,
+) -> Result<Vec<ContainerRoute>, PlumbingError> {
     // One dump at a time: a netlink socket refuses a second one while the first runs (EBUSY).
-    let routes = container.table_routes(family).await.map_err(kernel)?;
-    let links = container.links().await.map_err(kernel)?;
+    let routes = container.table_routes(family).await?;
+    let links = container.links().await?;
     Ok(container_routes(&routes, &links))
 }
 
 /// The container's source rules of one family.
-pub async fn read_rules(container: &Netlink, family: Family) -> Result<Vec<SourceRule>, CniError> {
-    let rules = container.policy_rules(family).await.map_err(kernel)?;
+pub async fn read_rules(
+    container: &Netlink,
+    family: Family,
+) -> Result<Vec<SourceRule>, PlumbingError> {
+    let rules = container.policy_rules(family).await?;
     Ok(source_rules(&rules))
 }
 
@@ -264,14 +293,14 @@ pub async fn add(
     ifindex: u32,
     routes: &[ContainerRoute],
     rules: &[SourceRule],
-) -> Result<(), CniError> {
+) -> Result<(), PlumbingError> {
     let failed = |command: String| {
         move |e: NetlinkError| {
             let reason = match e {
                 NetlinkError::Request { reason, .. } => reason,
                 other => other.to_string(),
             };
-            CniError::new(code::KERNEL, format!("{command} failed: {reason}"))
+            PlumbingError::Refused { command, reason }
         }
     };
     for route in routes {
@@ -290,16 +319,16 @@ pub async fn add(
 }
 
 /// Deletes a source rule; one already gone is fine.
-pub async fn delete_rule(container: &Netlink, rule: &SourceRule) -> Result<(), CniError> {
-    container
-        .delete_policy_rule(&rule.for_kernel())
-        .await
-        .map_err(kernel)
+pub async fn delete_rule(container: &Netlink, rule: &SourceRule) -> Result<(), PlumbingError> {
+    Ok(container.delete_policy_rule(&rule.for_kernel()).await?)
 }
 
 /// Deletes the source rules of these addresses (an attachment's, before DEL removes its
 /// interface): rules are not removed with the link.
-pub async fn delete_rules_from(container: &Netlink, addresses: &[IpAddr]) -> Result<(), CniError> {
+pub async fn delete_rules_from(
+    container: &Netlink,
+    addresses: &[IpAddr],
+) -> Result<(), PlumbingError> {
     for family in [Family::V4, Family::V6] {
         let wanted = |ip: &IpAddr| ip.is_ipv4() == (family == Family::V4);
         if !addresses.iter().any(wanted) {
@@ -335,6 +364,7 @@ mod tests {
             mac: None,
             up: true,
             mtu: 1500,
+            running: true,
         }
     }
 

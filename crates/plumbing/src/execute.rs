@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use calico_linux::{Link, Netlink, Netns, set_sysctl};
 
-use super::{Gateway, PlannedRoute, PlumbPlan, Side, Step, Undo};
+use crate::error::PlumbingError;
+use crate::plan::{Gateway, PlannedRoute, PlumbPlan, Side, Step, Undo};
 use crate::routes::{self, ContainerRoute, SourceRule};
-use crate::spec::{CniError, code};
 
-/// What a plan made: both ends, and the undo of all of it (for a later failure of ADD).
+/// What a plan made or acted on: both ends as they are now, and the undo of what it did (for
+/// a later failure of the caller).
 #[derive(Debug)]
 pub struct Plumbed {
     pub host: Link,
@@ -18,9 +19,13 @@ pub struct Plumbed {
     pub undo: Vec<Undo>,
 }
 
+/// How long the host side's link-local address may take to appear once the container side is
+/// up (CNI: the plan sets it up); the Docker driver asks before dockerd does, and derives it.
+pub const LINK_LOCAL_WAIT: Duration = Duration::from_secs(2);
+
 /// Runs a plan in order. When a step fails, the undo of the steps already done runs in
 /// reverse order (best effort, logged) and the step's error is returned.
-pub async fn execute(plan: &PlumbPlan) -> Result<Plumbed, CniError> {
+pub async fn execute(plan: &PlumbPlan) -> Result<Plumbed, PlumbingError> {
     let mut kernel = Kernel::connect(plan)?;
     let mut done: Vec<Undo> = Vec::new();
     for planned in &plan.steps {
@@ -36,18 +41,20 @@ pub async fn execute(plan: &PlumbPlan) -> Result<Plumbed, CniError> {
             return Err(error);
         }
     }
-    match (kernel.host_link, kernel.container_link) {
-        (Some(host), Some((_, container))) => Ok(Plumbed {
+    let ends = async {
+        let host = kernel.host_link().await?.clone();
+        let (_, container) = kernel.container().await?;
+        Ok::<_, PlumbingError>((host, container.clone()))
+    };
+    match ends.await {
+        Ok((host, container)) => Ok(Plumbed {
             host,
             container,
             undo: done.into_iter().rev().collect(),
         }),
-        _ => {
+        Err(error) => {
             undo(&done.iter().rev().cloned().collect::<Vec<_>>()).await;
-            Err(CniError::new(
-                code::KERNEL,
-                format!("the plan for {} creates no veth", plan.host),
-            ))
+            Err(error)
         }
     }
 }
@@ -65,12 +72,10 @@ pub async fn undo(list: &[Undo]) {
                     tracing::error!("undo: cannot delete {host}: {e}");
                 }
             }
-            Undo::DeleteSourceRules { netns, rules } => {
-                match Netlink::connect(&Netns::at_path(netns)) {
-                    Ok(container) => delete_rules(&container, rules).await,
-                    Err(e) => tracing::error!("undo: cannot delete the rules in {netns}: {e}"),
-                }
-            }
+            Undo::DeleteSourceRules { netns, rules } => match Netlink::connect(netns) {
+                Ok(container) => delete_rules(&container, rules).await,
+                Err(e) => tracing::error!("undo: cannot delete the rules in {netns}: {e}"),
+            },
         }
     }
 }
@@ -84,55 +89,52 @@ async fn delete_rules(container: &Netlink, rules: &[SourceRule]) {
     }
 }
 
-/// The kernel as the executor sees it: the host connection, and both ends once they exist.
+/// The kernel as the executor sees it: the host connection, and both ends once looked up.
 struct Kernel<'a> {
     plan: &'a PlumbPlan,
     here: Netns,
-    netns: Netns,
     host: Netlink,
     host_link: Option<Link>,
     container_link: Option<(Netlink, Link)>,
 }
 
 impl<'a> Kernel<'a> {
-    fn connect(plan: &'a PlumbPlan) -> Result<Kernel<'a>, CniError> {
+    fn connect(plan: &'a PlumbPlan) -> Result<Kernel<'a>, PlumbingError> {
         let here = Netns::current();
-        let host = Netlink::connect(&here).map_err(kernel)?;
+        let host = Netlink::connect(&here)?;
         Ok(Kernel {
             plan,
             here,
-            netns: Netns::at_path(&plan.netns),
             host,
             host_link: None,
             container_link: None,
         })
     }
 
-    fn host_link(&self) -> Result<&Link, CniError> {
-        self.host_link.as_ref().ok_or_else(|| {
-            CniError::new(
-                code::KERNEL,
-                format!("{}: the plan uses it before creating it", self.plan.host),
-            )
-        })
+    /// The host side: made by the plan, or (for a plan that acts on an existing attachment)
+    /// looked up once.
+    async fn host_link(&mut self) -> Result<&Link, PlumbingError> {
+        if self.host_link.is_none() {
+            let link = self.host.link_by_name(&self.plan.host).await?;
+            self.host_link = Some(link.ok_or_else(|| {
+                PlumbingError::Missing(format!("{}: no such host-side interface", self.plan.host))
+            })?);
+        }
+        Ok(self.host_link.as_ref().expect("looked up above"))
     }
 
     /// The container side, looked up (once) before the first step that acts on it.
-    async fn container(&mut self) -> Result<(&Netlink, &Link), CniError> {
+    async fn container(&mut self) -> Result<(&Netlink, &Link), PlumbingError> {
         if self.container_link.is_none() {
-            let container = Netlink::connect(&self.netns).map_err(kernel)?;
+            let container = Netlink::connect(&self.plan.netns)?;
             let link = container
                 .link_by_name(&self.plan.container)
-                .await
-                .map_err(kernel)?
+                .await?
                 .ok_or_else(|| {
-                    CniError::new(
-                        code::KERNEL,
-                        format!(
-                            "{} did not appear in {}",
-                            self.plan.container, self.plan.netns
-                        ),
-                    )
+                    PlumbingError::Missing(format!(
+                        "{} did not appear in {}",
+                        self.plan.container, self.plan.netns
+                    ))
                 })?;
             self.container_link = Some((container, link));
         }
@@ -141,13 +143,13 @@ impl<'a> Kernel<'a> {
     }
 
     /// The step's effect.
-    async fn apply(&mut self, step: &Step) -> Result<(), CniError> {
+    async fn apply(&mut self, step: &Step) -> Result<(), PlumbingError> {
         if step.in_container() {
             self.container().await?;
         }
         match step {
             Step::RemoveStaleVeth { host } => {
-                if self.host.delete_link(host).await.map_err(kernel)? {
+                if self.host.delete_link(host).await? {
                     tracing::info!(
                         veth = %host,
                         "removed a veth left by an earlier container of this workload"
@@ -158,46 +160,41 @@ impl<'a> Kernel<'a> {
                 host,
                 container,
                 netns,
-            } => {
-                self.host
-                    .add_veth(host, container, &Netns::at_path(netns))
-                    .await
-                    .map_err(kernel)?;
-            }
+            } => self.host.add_veth(host, container, netns).await?,
             Step::SetSysctl { side, path, value } => {
                 let netns = match side {
                     Side::Host => &self.here,
-                    Side::Container => &self.netns,
+                    Side::Container => &self.plan.netns,
                 };
-                set_sysctl(netns, path, value)
-                    .map_err(|e| CniError::new(code::KERNEL, e.to_string()))?;
+                set_sysctl(netns, path, value)?;
             }
             Step::SetUp { side: Side::Host } => {
-                let index = self.host_link()?.index;
-                self.host.set_up(index).await.map_err(kernel)?;
+                let index = self.host_link().await?.index;
+                self.host.set_up(index).await?;
             }
             Step::SetUp {
                 side: Side::Container,
             } => {
                 let (container, link) = self.container().await?;
-                container.set_up(link.index).await.map_err(kernel)?;
+                container.set_up(link.index).await?;
             }
             Step::SetMtu { mtu } => {
-                let index = self.host_link()?.index;
-                self.host.set_mtu(index, *mtu).await.map_err(kernel)?;
+                let index = self.host_link().await?.index;
+                self.host.set_mtu(index, *mtu).await?;
                 let (container, link) = self.container().await?;
-                container.set_mtu(link.index, *mtu).await.map_err(kernel)?;
+                container.set_mtu(link.index, *mtu).await?;
             }
             Step::AddAddress { address } => {
                 let (container, link) = self.container().await?;
-                container
-                    .add_address(link.index, *address)
-                    .await
-                    .map_err(kernel)?;
+                container.add_address(link.index, *address).await?;
             }
             Step::SetMac { mac } => {
                 let (container, link) = self.container().await?;
-                container.set_mac(link.index, *mac).await.map_err(kernel)?;
+                container.set_mac(link.index, *mac).await?;
+            }
+            Step::RemoveSourceRules { addresses } => {
+                let (container, _) = self.container().await?;
+                routes::delete_rules_from(container, addresses).await?;
             }
             Step::AddRoutes { routes, rules, .. } => {
                 let mut resolved = Vec::new();
@@ -217,13 +214,15 @@ impl<'a> Kernel<'a> {
     }
 
     /// A planned route with its gateway known.
-    async fn resolve(&mut self, planned: &PlannedRoute) -> Result<ContainerRoute, CniError> {
+    async fn resolve(&mut self, planned: &PlannedRoute) -> Result<ContainerRoute, PlumbingError> {
         let gateway = match planned.gateway {
             Gateway::OnLink => None,
             Gateway::Via(ip) => Some(ip),
-            Gateway::HostLinkLocal => Some(IpAddr::V6(
-                host_link_local(&self.host, self.host_link()?).await?,
-            )),
+            Gateway::HostLinkLocal => {
+                let link = self.host_link().await?.clone();
+                let ll = host_link_local(&self.host, &link, LINK_LOCAL_WAIT).await?;
+                Some(IpAddr::V6(ll))
+            }
         };
         Ok(ContainerRoute {
             destination: planned.destination,
@@ -236,18 +235,14 @@ impl<'a> Kernel<'a> {
 
     /// What the executor learns once a step is done: the host side after its creation, the
     /// container side's new MAC.
-    async fn settle(&mut self, step: &Step) -> Result<(), CniError> {
+    async fn settle(&mut self, step: &Step) -> Result<(), PlumbingError> {
         if let (Step::SetMac { mac }, Some((_, link))) = (step, &mut self.container_link) {
             link.mac = Some(*mac);
         }
         if let Step::CreateVeth { host, .. } = step {
-            let link = self
-                .host
-                .link_by_name(host)
-                .await
-                .map_err(kernel)?
-                .ok_or_else(|| {
-                    CniError::new(code::KERNEL, format!("{host} vanished after creation"))
+            let link =
+                self.host.link_by_name(host).await?.ok_or_else(|| {
+                    PlumbingError::Missing(format!("{host} vanished after creation"))
                 })?;
             self.host_link = Some(link);
         }
@@ -256,12 +251,16 @@ impl<'a> Kernel<'a> {
 }
 
 /// The host side's link-local address: the IPv6 gateway of the workload. The kernel adds it
-/// when the link comes up; until then (or if addresses are generated otherwise) it is derived
-/// from the MAC as the kernel does by default (EUI-64).
-pub(crate) async fn host_link_local(host: &Netlink, link: &Link) -> Result<Ipv6Addr, CniError> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+/// once the link has a carrier; until then (for at most `wait`), or if addresses are generated
+/// otherwise, it is derived from the MAC as the kernel does by default (EUI-64).
+pub async fn host_link_local(
+    host: &Netlink,
+    link: &Link,
+    wait: Duration,
+) -> Result<Ipv6Addr, PlumbingError> {
+    let deadline = std::time::Instant::now() + wait;
     loop {
-        let addresses = host.addresses(link.index).await.map_err(kernel)?;
+        let addresses = host.addresses(link.index).await?;
         let found = addresses.iter().find_map(|a| match a.addr() {
             IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80 => Some(v6),
             _ => None,
@@ -269,19 +268,17 @@ pub(crate) async fn host_link_local(host: &Netlink, link: &Link) -> Result<Ipv6A
         if let Some(v6) = found {
             return Ok(v6);
         }
-        if std::time::Instant::now() > deadline {
+        if std::time::Instant::now() >= deadline {
             return link.mac.map(eui64_link_local).ok_or_else(|| {
-                CniError::new(
-                    code::KERNEL,
-                    format!("{} has no link-local address", link.name),
-                )
+                PlumbingError::Missing(format!("{} has no link-local address", link.name))
             });
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
-pub(crate) fn eui64_link_local(mac: [u8; 6]) -> Ipv6Addr {
+/// The EUI-64 link-local address of a MAC.
+pub fn eui64_link_local(mac: [u8; 6]) -> Ipv6Addr {
     let [a, b, c, d, e, f] = mac;
     Ipv6Addr::new(
         0xfe80,
@@ -293,8 +290,4 @@ pub(crate) fn eui64_link_local(mac: [u8; 6]) -> Ipv6Addr {
         u16::from_be_bytes([0xfe, d]),
         u16::from_be_bytes([e, f]),
     )
-}
-
-fn kernel(error: calico_linux::NetlinkError) -> CniError {
-    CniError::new(code::KERNEL, error.to_string())
 }

@@ -1,9 +1,14 @@
-use super::execute::eui64_link_local;
-use super::*;
 use std::net::Ipv6Addr;
 
+use super::*;
+use crate::eui64_link_local;
+use crate::routes::SourceRule;
+
 const HOST: &str = "cali0123456789a";
-const NETNS: &str = "/run/netns/ctr";
+
+fn netns() -> Netns {
+    Netns::at_path("/run/netns/ctr")
+}
 
 fn ips(list: &[&str]) -> Vec<IpAddr> {
     list.iter().map(|ip| ip.parse().unwrap()).collect()
@@ -14,7 +19,7 @@ fn attachment(addresses: &[&str]) -> Attachment {
     Attachment {
         host: HOST.into(),
         container: "eth0".into(),
-        netns: NETNS.into(),
+        netns: netns(),
         addresses: ips(addresses),
         mtu: None,
         mac: None,
@@ -44,7 +49,7 @@ fn head(families: &[Family]) -> Vec<Step> {
         Step::CreateVeth {
             host: HOST.into(),
             container: "eth0".into(),
-            netns: NETNS.into(),
+            netns: netns(),
         },
     ];
     steps.extend(host_sysctls(families));
@@ -207,7 +212,7 @@ fn only_the_veth_is_undone_and_the_undo_list_runs_backwards() {
         step: Step::CreateVeth {
             host: "cali2".into(),
             container: "eth1".into(),
-            netns: NETNS.into(),
+            netns: netns(),
         },
         undo: Some(Undo::DeleteLink {
             host: "cali2".into(),
@@ -305,11 +310,11 @@ fn a_standby_attachment_adds_its_routes_in_main_and_its_own_table_and_source_rul
         undo,
         [
             Undo::DeleteSourceRules {
-                netns: NETNS.into(),
+                netns: netns(),
                 rules: vec![rule("fd00::3", 1026)],
             },
             Undo::DeleteSourceRules {
-                netns: NETNS.into(),
+                netns: netns(),
                 rules: vec![rule("10.65.0.3", 1025)],
             },
             Undo::DeleteLink { host: HOST.into() },
@@ -326,4 +331,108 @@ fn the_first_attachment_gets_no_table_and_no_rules() {
         .collect();
     assert_eq!(added, [ipv4_routes(), ipv6_route()]);
     assert_eq!(plan.undo_list(), [Undo::DeleteLink { host: HOST.into() }]);
+}
+
+/// Docker's `Join` makes the pair with both ends in the driver's namespace, sets the host side
+/// up and the container end's MAC, and leaves everything inside the sandbox to dockerd.
+#[test]
+fn a_docker_join_makes_the_veth_and_leaves_the_container_side_to_dockerd() {
+    let mac = [0xee, 0, 0, 0, 0, 1];
+    let joining = Attachment {
+        container: "tmp0123456789a".into(),
+        netns: Netns::current(),
+        mac: Some(mac),
+        ..attachment(&["10.65.0.2", "fd00::2"])
+    };
+    let plan = veth_plan(&joining);
+    let mut expected = vec![
+        Step::RemoveStaleVeth { host: HOST.into() },
+        Step::CreateVeth {
+            host: HOST.into(),
+            container: "tmp0123456789a".into(),
+            netns: Netns::current(),
+        },
+    ];
+    expected.extend(host_sysctls(&[Family::V4, Family::V6]));
+    expected.push(Step::SetUp { side: Side::Host });
+    expected.push(Step::SetMac { mac });
+    assert_eq!(steps(&plan), expected);
+    assert_eq!(plan.undo_list(), [Undo::DeleteLink { host: HOST.into() }]);
+    assert!(
+        veth_plan(&attachment(&["10.65.0.2"]))
+            .steps
+            .iter()
+            .all(|p| !matches!(p.step, Step::SetMac { .. }))
+    );
+}
+
+/// A second Docker network's attachment, once dockerd has moved it in as `eth1`: the same
+/// routes and rules as CNI's standby, after any rule left from its address; the rules are
+/// undone, the link is not (it is dockerd's until `Leave`).
+#[test]
+fn a_second_docker_network_gets_the_standby_routes_of_cni_inside_the_sandbox() {
+    let moved = Attachment {
+        container: "eth1".into(),
+        routes: RoutePlacement {
+            v4: Placement {
+                metric: 1024,
+                standby: true,
+            },
+            v6: Placement::FIRST,
+        },
+        ..attachment(&["10.65.0.3", "fd00::3"])
+    };
+    let plan = routes_plan(&moved, &[Family::V4]);
+    let rule = SourceRule {
+        from: "10.65.0.3".parse().unwrap(),
+        table: 1024,
+    };
+    let mut routes = ipv4_gateway_routes(1024, MAIN_TABLE);
+    routes.extend(ipv4_gateway_routes(1024, 1024));
+    assert_eq!(
+        steps(&plan),
+        [
+            Step::RemoveSourceRules {
+                addresses: vec!["10.65.0.3".parse().unwrap()]
+            },
+            Step::AddRoutes {
+                family: Family::V4,
+                routes,
+                rules: vec![rule],
+            },
+        ]
+    );
+    assert_eq!(
+        plan.undo_list(),
+        [Undo::DeleteSourceRules {
+            netns: netns(),
+            rules: vec![rule],
+        }]
+    );
+    // The plan for CNI's standby is the same routes and rules.
+    let cni = plan_of_cni_standby(&moved);
+    assert!(cni.contains(&steps(&plan)[1]), "{cni:?}");
+    assert!(routes_plan(&moved, &[]).steps.is_empty());
+}
+
+fn plan_of_cni_standby(attachment: &Attachment) -> Vec<Step> {
+    steps(&plan(attachment))
+}
+
+#[test]
+fn gateway_routes_are_169_254_1_1_and_the_host_side_link_local_address() {
+    assert_eq!(
+        gateway_routes(Family::V4),
+        [
+            ("169.254.1.1/32".parse().unwrap(), Gateway::OnLink),
+            (
+                "0.0.0.0/0".parse().unwrap(),
+                Gateway::Via("169.254.1.1".parse().unwrap())
+            ),
+        ]
+    );
+    assert_eq!(
+        gateway_routes(Family::V6),
+        [("::/0".parse().unwrap(), Gateway::HostLinkLocal)]
+    );
 }
