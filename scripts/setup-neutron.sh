@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs a real OpenStack Neutron server (Debian's Zed packages), MariaDB, dnsmasq and a DHCP
-# client for the OpenStack tests (`cargo test -p calico-openstack`) on a Debian 12 machine (run as root). Nothing is
-# started: the tests run their own neutron-server and mariadbd in private directories.
+# client for the OpenStack tests (`cargo test -p calico-openstack`) and `calico-lab up
+# --openstack` on a Debian 12 machine (run as root). Nothing is started: the tests and the lab
+# run their own neutron-server and mariadbd in private directories.
 # Idempotent: packages already present are not reinstalled, and apt-get update runs only when
 # something is missing.
 set -euo pipefail
@@ -14,7 +15,7 @@ declare -A NEEDED=(
   [/usr/bin/mariadb-install-db]=mariadb-server   # … in a throwaway data directory per test
   [/usr/bin/mariadb]=mariadb-server              # … where the test creates the database
   [/usr/sbin/dnsmasq]=dnsmasq-base               # what calico-dhcp-agent runs (tests/dhcp.rs)
-  [/sbin/dhclient]=isc-dhcp-client               # a DHCPv6 client for a VM namespace (busybox has none)
+  [/sbin/dhclient]=isc-dhcp-client               # the DHCPv6 client of a VM namespace (tests/dhcp.rs, the lab's dual-stack VMs; busybox has none)
 )
 
 missing=()

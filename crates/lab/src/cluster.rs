@@ -15,6 +15,7 @@ use crate::openstack;
 use crate::processes;
 use crate::ready::{self, Deadline};
 use crate::state::{Host, Lab, check_name};
+use crate::supervise;
 use crate::topology::{self, MAX_SUBNETS, subnet_of};
 
 /// What `up` needs beyond the lab's name.
@@ -234,6 +235,8 @@ pub fn down(name: &str) -> anyhow::Result<Vec<String>> {
     for ns in &namespaces {
         pids.extend(topology::netns_pids(ns));
     }
+    // Supervisors first, with SIGTERM: each stops its child and restarts nothing.
+    supervise::stop_all(&pids);
     processes::stop_pids(&pids);
     for ns in &namespaces {
         topology::delete_netns(ns)?;

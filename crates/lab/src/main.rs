@@ -40,6 +40,9 @@ enum Cmd {
     Wait(commands::wait::Args),
     /// Kills a host's Felix with SIGKILL and starts it again.
     RestartFelix(commands::restart_felix::Args),
+    /// Stops the neutron-server of an `up --openstack` lab and starts it again as `up` did
+    /// (Calico's ML2 driver on its PYTHONPATH); returns when it answers.
+    RestartNeutron,
     /// Removes every namespace, process and file of the lab (also after a crash).
     Down,
     /// Brings up a two-host cluster and walks through the seed examples, showing the matrix.
@@ -65,7 +68,8 @@ enum Cmd {
     /// The echo server every workload runs (TCP and UDP).
     #[command(hide = true)]
     Serve(commands::serve::Args),
-    /// Runs a host's Felix, starting it again when it exits cleanly (a restart it asked for).
+    /// Runs one of the lab's services, starting it again when it ends (Felix: only after a
+    /// clean exit, a restart it asked for; `--restart always`: after any end).
     #[command(hide = true)]
     Supervise(commands::supervise::Args),
     /// Forwards 127.0.0.1 here to etcd on the fabric.
@@ -75,8 +79,8 @@ enum Cmd {
 
 fn main() {
     let cli = Cli::parse();
-    // These two run before (and without) the runtime: the relay binds before it enters the
-    // fabric, on a runtime of its own; the supervisor only waits for Felix.
+    // These two run before (and without) this runtime: the relay binds before it enters the
+    // fabric, and each runs on a runtime of its own.
     match &cli.command {
         Cmd::Relay(args) => {
             exit_on_error(commands::relay::run(args));
@@ -111,6 +115,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Check(args) => commands::check::run(name, args).await,
         Cmd::Wait(args) => commands::wait::run(name, args).await,
         Cmd::RestartFelix(args) => commands::restart_felix::run(name, args),
+        Cmd::RestartNeutron => commands::restart_neutron::run(name).await,
         Cmd::Down => commands::down::run(name),
         Cmd::Demo => commands::demo::run(name).await,
         Cmd::Probe(args) => commands::probe::run(args).await,

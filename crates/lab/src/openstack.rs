@@ -1,9 +1,11 @@
 //! `up --openstack`: the lab as an OpenStack cloud. MariaDB and a noauth neutron-server with
 //! Calico's ML2 driver run in the fabric namespace beside etcd (neutron-server on the fabric's
 //! address, port 9696, so that every host reaches it; a relay lets the caller reach it), one
-//! `calico-neutron` in the fabric, and a `calico-dhcp-agent` in each host; Felix takes `cali`
-//! and `tap` interfaces. `up` then makes a network, a subnet outside the lab's pools and a
-//! security group through Neutron's API, for VMs to use.
+//! `calico-neutron` in the fabric, and a `calico-dhcp-agent` in each host, both under
+//! `calico-lab supervise --restart always` (as the systemd units of docs/openstack.md run them);
+//! Felix takes `cali` and `tap` interfaces. `up` then makes a dual-stack network (an IPv4 subnet
+//! and a DHCPv6-stateful IPv6 subnet, both outside the lab's pools) and a security group through
+//! Neutron's API, for VMs to use. [`restart_server`] restarts neutron-server as `up` started it.
 //!
 //! ```text
 //!  caller ── relay ──▶ fabric: neutron-server :9696 ◀── calico-neutron ──▶ etcd
@@ -34,10 +36,15 @@ use crate::state::{FABRIC_IP, Host, Lab};
 
 /// The project every object of the lab belongs to (noauth: named in each request body).
 pub const PROJECT: &str = "c411c0000000000000000000000000ab";
-/// The lab's VM network, its subnet (outside the lab's IP pools) and the subnet's gateway.
+/// The lab's VM network, its subnets (outside the lab's IP pools) and their gateways.
 pub const NETWORK: &str = "lab-net";
 pub const SUBNET_CIDR: &str = "10.28.0.0/24";
 pub const GATEWAY: &str = "10.28.0.1";
+/// The network's IPv6 subnet: addresses by DHCPv6, router advertisements from each host's
+/// dnsmasq (`dhcpv6-stateful`, the mode Calico's docs ask for).
+pub const SUBNET6_NAME: &str = "lab-net-v6";
+pub const SUBNET6_CIDR: &str = "fd00:28::/64";
+pub const GATEWAY6: &str = "fd00:28::1";
 /// The security group VMs are given: everything from its members, everything out.
 pub const SECURITY_GROUP: &str = "lab-default";
 /// Felix's interface prefixes on an OpenStack lab's hosts: containers and VMs.
@@ -57,6 +64,9 @@ pub struct OpenStack {
     pub project: String,
     pub network: String,
     pub subnet: String,
+    /// The IPv6 subnet (labs brought up before it existed have none).
+    #[serde(default)]
+    pub subnet6: String,
     pub security_group: String,
     /// neutron-server's pid (it runs in the fabric), to notice an early exit.
     pub server_pid: Option<i32>,
@@ -68,10 +78,12 @@ pub struct OpenStack {
 /// Fails in one line when something `--openstack` runs is missing.
 pub fn require_installed() -> anyhow::Result<()> {
     server::check_installed().map_err(anyhow::Error::msg)?;
-    if !Path::new(DNSMASQ).is_file() {
-        bail!(
-            "{DNSMASQ} is missing: dnsmasq is not installed; run scripts/setup-neutron.sh as root"
-        );
+    for (path, package) in [(DNSMASQ, "dnsmasq-base"), (vm::DHCLIENT, "isc-dhcp-client")] {
+        if !Path::new(path).is_file() {
+            bail!(
+                "{path} is missing: {package} is not installed; run scripts/setup-neutron.sh as root"
+            );
+        }
     }
     for name in ["calico-neutron", "calico-dhcp-agent"] {
         processes::sibling_binary(name, "calico-openstack")?;
@@ -142,6 +154,12 @@ pub async fn configure(lab: &mut Lab) -> anyhow::Result<()> {
         "cidr": SUBNET_CIDR, "gateway_ip": GATEWAY, "enable_dhcp": true,
     });
     openstack.subnet = create(&client, "subnets", subnet).await?;
+    let subnet6 = json!({
+        "name": SUBNET6_NAME, "network_id": openstack.network, "ip_version": 6,
+        "cidr": SUBNET6_CIDR, "gateway_ip": GATEWAY6, "enable_dhcp": true,
+        "ipv6_address_mode": "dhcpv6-stateful", "ipv6_ra_mode": "dhcpv6-stateful",
+    });
+    openstack.subnet6 = create(&client, "subnets", subnet6).await?;
     openstack.security_group = security_group(&client).await?;
     lab.openstack = Some(openstack);
     lab.save()
@@ -240,7 +258,7 @@ fn supervised(
 ) -> anyhow::Result<i32> {
     let me = std::env::current_exe().context("cannot find calico-lab itself")?;
     let binary = utf8(binary)?;
-    let mut all = vec!["supervise", "--", binary.as_str()];
+    let mut all = vec!["supervise", "--restart", "always", "--", binary.as_str()];
     all.extend(args.iter().map(String::as_str));
     processes::spawn(Some(netns), &me, &all, &[], &lab.log_path(name))
 }
@@ -265,6 +283,70 @@ fn run(command: &mut Command, what: &str) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Stops the lab's neutron-server (SIGTERM to its process group, SIGKILL after
+/// [`SERVER_STOP_GRACE`]) and starts it again as `up` did: the same configuration, Calico's ML2
+/// driver on `PYTHONPATH` (a copy of its command line without it cannot load the driver
+/// `calico_rs` its configuration names, and exits while starting); returns its pid once it
+/// answers.
+pub async fn restart_server(lab: &mut Lab) -> anyhow::Result<i32> {
+    let mut openstack = vm::openstack_of(lab)?.clone();
+    if let Some(pid) = openstack.server_pid {
+        stop_group(pid, SERVER_STOP_GRACE).await;
+    }
+    let server = server(lab);
+    let fabric = Lab::fabric_netns(&lab.name);
+    let log = lab.log_path("neutron-server");
+    let pid = processes::spawn_command(Some(&fabric), &server.neutron_server(), &log)?;
+    openstack.server_pid = Some(pid);
+    lab.openstack = Some(openstack.clone());
+    lab.save()?;
+    let client = Client::new(&openstack.client_url)?;
+    with_log_tail(
+        wait_for_server(&client, Some(pid)).await,
+        lab,
+        "neutron-server",
+    )?;
+    Ok(pid)
+}
+
+/// How long neutron-server may take to exit after SIGTERM.
+const SERVER_STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// SIGTERM to the process group `pgid` leads, SIGKILL to what is left after `grace`; returns
+/// when none of it runs (its port is free again).
+async fn stop_group(pgid: i32, grace: Duration) {
+    let group = nix::unistd::Pid::from_raw(pgid);
+    // ESRCH: nothing of the group is left.
+    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while group_runs(pgid) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    while group_runs(pgid) && Instant::now() < deadline + Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Whether a process of group `pgid` runs (zombies, which hold no port, do not count).
+fn group_runs(pgid: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    let pgid = pgid.to_string();
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .any(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            // After the command name: state, ppid, pgrp.
+            let fields: Vec<&str> = rest.split_whitespace().take(3).collect();
+            matches!(fields.as_slice(), [state, _, group] if *state != "Z" && *group == pgid)
+        })
 }
 
 /// neutron-server's own log (beside its stdout, `neutron-server.log` in the lab's directory).

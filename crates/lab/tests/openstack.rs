@@ -1,14 +1,18 @@
 //! `calico-lab up --openstack`: a real MariaDB and neutron-server (with Calico's ML2 driver) in
-//! the fabric, the real calico-neutron and a real calico-dhcp-agent per host, Felix taking both
-//! `cali` and `tap` interfaces; a port made through Neutron's API becomes an endpoint in etcd
-//! and the host's agent starts dnsmasq for it; `down` leaves nothing behind.
+//! the fabric, the real calico-neutron and a real calico-dhcp-agent per host (each under a
+//! supervisor that restarts it after any end), Felix taking both `cali` and `tap` interfaces,
+//! a dual-stack network; a port made through Neutron's API becomes an endpoint in etcd and the
+//! host's agent starts dnsmasq for it; `down` stops the supervisors first and leaves nothing
+//! behind.
 //! Needs root, etcd, bird and scripts/setup-neutron.sh (neutron-server, MariaDB, dnsmasq).
 
 mod common;
 
 use std::time::Duration;
 
-use calico_lab::openstack::{GATEWAY, NETWORK, PROJECT, SUBNET_CIDR};
+use calico_lab::openstack::{
+    GATEWAY, GATEWAY6, NETWORK, PROJECT, SUBNET_CIDR, SUBNET6_CIDR, SUBNET6_NAME,
+};
 use calico_lab::processes::pid_alive;
 use calico_testkit::eventually;
 use common::TestLab;
@@ -37,6 +41,20 @@ fn running(lab: &TestLab, node: &str, needle: &str) -> Result<i32, String> {
         .ok_or_else(|| format!("no {needle:?} in {node}: {all:?}"))
 }
 
+/// Every process whose command line mentions `text`.
+fn processes_naming(text: &str) -> Vec<(i32, String)> {
+    let entries = std::fs::read_dir("/proc").expect("/proc");
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid_alive(pid))
+        .filter_map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cmdline.contains(text).then_some((pid, cmdline))
+        })
+        .collect()
+}
+
 #[test]
 fn up_openstack_runs_neutron_and_the_agents_and_down_removes_them() {
     let lab = openstack_lab(&[]);
@@ -58,6 +76,14 @@ fn up_openstack_runs_neutron_and_the_agents_and_down_removes_them() {
     assert_eq!(subnet["cidr"], SUBNET_CIDR);
     assert_eq!(subnet["gateway_ip"], GATEWAY);
     assert_eq!(subnet["enable_dhcp"], true);
+    let subnet6 =
+        &neutron.call("GET", &format!("/v2.0/subnets/{}", openstack.subnet6), None)["subnet"];
+    assert_eq!(subnet6["name"], SUBNET6_NAME);
+    assert_eq!(subnet6["network_id"], openstack.network.as_str());
+    assert_eq!(subnet6["cidr"], SUBNET6_CIDR);
+    assert_eq!(subnet6["gateway_ip"], GATEWAY6);
+    assert_eq!(subnet6["ipv6_address_mode"], "dhcpv6-stateful");
+    assert_eq!(subnet6["ipv6_ra_mode"], "dhcpv6-stateful");
     let group_path = format!("/v2.0/security-groups/{}", openstack.security_group);
     let rules =
         neutron.call("GET", &group_path, None)["security_group"]["security_group_rules"].clone();
@@ -74,13 +100,24 @@ fn up_openstack_runs_neutron_and_the_agents_and_down_removes_them() {
         "ingress from the group, IPv4 and IPv6: {rules}"
     );
 
-    // MariaDB, neutron-server and calico-neutron in the fabric; an agent in each host.
-    for needle in ["mariadbd", "neutron-server", "calico-neutron --neutron-url"] {
+    // MariaDB, neutron-server and calico-neutron in the fabric; an agent in each host; the
+    // services under supervisors that restart them after any end.
+    for needle in [
+        "mariadbd",
+        "neutron-server",
+        "calico-neutron --neutron-url",
+        "supervise --restart always -- ",
+    ] {
         running(&lab, "fabric", needle).unwrap_or_else(|e| panic!("{e}"));
     }
     for host in ["host1", "host2"] {
         let agent = format!("calico-dhcp-agent --host {host} ");
         running(&lab, host, &agent).unwrap_or_else(|e| panic!("{e}"));
+        let bin_dir = std::path::Path::new(common::BIN)
+            .parent()
+            .expect("a directory");
+        let supervisor = format!("supervise --restart always -- {}/", bin_dir.display());
+        running(&lab, host, &supervisor).unwrap_or_else(|e| panic!("{e}"));
     }
 
     // Felix dispatches both containers' and VMs' interfaces.
@@ -128,9 +165,17 @@ fn up_openstack_runs_neutron_and_the_agents_and_down_removes_them() {
         pids.extend(commands_in(&lab, node));
     }
     let relay = lab.state().pids;
+    let dir = lab.state().dir;
     lab.ok(&["down"]);
     let alive: Vec<&(i32, String)> = pids.iter().filter(|(pid, _)| pid_alive(*pid)).collect();
     assert!(alive.is_empty(), "still running after down: {alive:?}");
+    // Nor was anything started again by a supervisor (the agents and dnsmasq name the lab's
+    // directory on their command lines).
+    let started_again = processes_naming(&format!("{}/", dir.display()));
+    assert!(
+        started_again.is_empty(),
+        "running after down: {started_again:?}"
+    );
     for pid in relay {
         assert!(!pid_alive(pid), "relay {pid} still running after down");
     }

@@ -1,21 +1,25 @@
 //! `calico-lab vm boot|delete` on an `up --openstack` lab of two hosts: real neutron-server,
 //! calico-neutron, DHCP agents with dnsmasq, Felix and BIRD; each VM is a namespace plugged by
-//! a TAP-named veth whose address comes from busybox's udhcpc inside it.
+//! a TAP-named veth whose IPv4 address comes from busybox's udhcpc inside it and whose IPv6
+//! address from ISC dhclient -6 (the lab's network is dual-stack), its IPv6 default route from
+//! dnsmasq's router advertisements. The lab's services are restarted after any end, as their
+//! systemd units do.
 //! Needs root, etcd, bird, busybox and scripts/setup-neutron.sh (neutron-server, MariaDB,
-//! dnsmasq).
+//! dnsmasq, dhclient).
 
 mod common;
 
-use std::path::PathBuf;
+use std::net::IpAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use calico_lab::openstack::SUBNET6_CIDR;
 use calico_lab::openstack::vm::Vm;
 use calico_lab::processes::pid_alive;
 use calico_lab::topology::netns_pids;
 use calico_testkit::eventually;
-use common::openstack::{Guard, Neutron, openstack_lab};
-use common::{BIN, TestLab};
+use common::TestLab;
+use common::openstack::{Neutron, openstack_lab};
 use serde_json::json;
 
 /// How long calico-neutron, the agents, Felix and BIRD may take to act on a change.
@@ -41,9 +45,14 @@ fn vm_named(lab: &TestLab, name: &str) -> Option<Vm> {
 
 /// One ping from a VM's namespace.
 fn ping(from: &Vm, to: &Vm) -> bool {
+    ping_address(from, IpAddr::V4(to.ip))
+}
+
+/// One ping (IPv4 or IPv6) from a VM's namespace to `to`.
+fn ping_address(from: &Vm, to: IpAddr) -> bool {
     Command::new("ip")
         .args(["netns", "exec", &from.netns, "ping", "-c1", "-W1"])
-        .arg(to.ip.to_string())
+        .arg(to.to_string())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -52,14 +61,41 @@ fn ping(from: &Vm, to: &Vm) -> bool {
 }
 
 fn pings_eventually(from: &Vm, to: &Vm, limit: Duration) {
+    pings_address_eventually(from, IpAddr::V4(to.ip), limit);
+}
+
+fn pings_address_eventually(from: &Vm, to: IpAddr, limit: Duration) {
     eventually(
-        &format!("{} to ping {}", from.name, to.name),
+        &format!("{} to ping {to}", from.name),
         limit,
-        || match ping(from, to) {
+        || match ping_address(from, to) {
             true => Ok(()),
-            false => Err(format!("no answer from {}", to.ip)),
+            false => Err(format!(
+                "no answer from {to}; {}'s IPv6 routes: {:?}, neighbours: {:?}",
+                from.name,
+                in_vm(from, &["-6", "route"]),
+                in_vm(from, &["-6", "neigh"])
+            )),
         },
     );
+}
+
+/// `ip ARGS` in a VM's namespace.
+fn in_vm(vm: &Vm, args: &[&str]) -> String {
+    let out = Command::new("ip")
+        .args(["-n", &vm.netns])
+        .args(args)
+        .output()
+        .expect("ip runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The VM's IPv6 address.
+fn ip6(vm: &Vm) -> IpAddr {
+    IpAddr::V6(
+        vm.ip6
+            .unwrap_or_else(|| panic!("{} has no IPv6 address", vm.name)),
+    )
 }
 
 fn etcd_value(lab: &TestLab, key: &str) -> String {
@@ -85,6 +121,13 @@ fn routes_to(lab: &TestLab, host: &str, vm: &Vm) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// The routes a host has to a VM's IPv6 address.
+fn routes6_to(lab: &TestLab, host: &str, vm: &Vm) -> String {
+    let dest = format!("{}/128", ip6(vm));
+    let out = lab.in_host(host, "ip", &["-6", "route", "show", &dest]);
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
 /// The DHCP agent's hosts file on `host` (what its dnsmasq leases).
 fn dhcp_hosts(lab: &TestLab, host: &str) -> String {
     let path = lab.state().dir.join(host).join("dhcp/hosts");
@@ -106,7 +149,13 @@ fn vms_on_two_hosts_get_their_ports_addresses_by_dhcp_and_ping_each_other() {
     let vm2 = boot(&lab, "host2", "vm2", &[]);
     for vm in [&vm1, &vm2] {
         let port = &neutron.call("GET", &format!("/v2.0/ports/{}", vm.port), None)["port"];
-        assert_eq!(port["fixed_ips"][0]["ip_address"], vm.ip.to_string());
+        let fixed: Vec<&str> = port["fixed_ips"]
+            .as_array()
+            .expect("fixed_ips")
+            .iter()
+            .filter_map(|f| f["ip_address"].as_str())
+            .collect();
+        assert_eq!(fixed, [vm.ip.to_string(), ip6(vm).to_string()]);
         assert_eq!(port["mac_address"], vm.mac.as_str());
         assert_eq!(port["binding:host_id"], vm.host.as_str());
         assert_eq!(port["device_owner"], "compute:nova");
@@ -120,10 +169,33 @@ fn vms_on_two_hosts_get_their_ports_addresses_by_dhcp_and_ping_each_other() {
         assert!(
             vm.tap.starts_with("tap") && port["id"].as_str().unwrap().starts_with(&vm.tap[3..])
         );
+        dual_stack_as_served(&lab, vm);
     }
-    // The lab's default group allows everything from its members.
+    // The lab's default group allows everything from its members, IPv4 and IPv6.
     pings_eventually(&vm1, &vm2, WAIT);
     pings_eventually(&vm2, &vm1, WAIT);
+    // IPv6: each VM sends to its router (its TAP), which routes the /128 Felix programmed on
+    // the peer's host and BIRD exported (the address is in no Calico pool).
+    eventually("each host's route to the other's VM", WAIT, || {
+        let (to2, to1) = (
+            routes6_to(&lab, "host1", &vm2),
+            routes6_to(&lab, "host2", &vm1),
+        );
+        match to2.contains("proto bird") && to1.contains("proto bird") {
+            true => Ok(()),
+            false => Err(format!("host1 to vm2: {to2:?}, host2 to vm1: {to1:?}")),
+        }
+    });
+    pings_address_eventually(&vm1, ip6(&vm2), WAIT);
+    pings_address_eventually(&vm2, ip6(&vm1), WAIT);
+    for vm in [&vm1, &vm2] {
+        let neighbours = in_vm(vm, &["-6", "neigh", "show", "dev", "eth0"]);
+        assert!(
+            neighbours.lines().all(|n| n.starts_with("fe80:")),
+            "{} looked a global address up on its link: {neighbours}",
+            vm.name
+        );
+    }
 
     // Bad input gets one line naming the flag.
     for (args, flag) in [
@@ -153,7 +225,11 @@ fn vms_on_two_hosts_get_their_ports_addresses_by_dhcp_and_ping_each_other() {
         .iter()
         .flat_map(|vm| netns_pids(&vm.netns))
         .collect();
-    assert_eq!(clients.len(), 2, "one udhcpc per VM: {clients:?}");
+    assert_eq!(
+        clients.len(),
+        4,
+        "udhcpc and dhclient -6 in each VM: {clients:?}"
+    );
     lab.ok(&["down"]);
     assert!(
         clients.iter().all(|&pid| !pid_alive(pid)),
@@ -165,6 +241,42 @@ fn vms_on_two_hosts_get_their_ports_addresses_by_dhcp_and_ping_each_other() {
         "{names:?}"
     );
     eprintln!("test done in {:?}", started.elapsed());
+}
+
+/// The VM's IPv6 as served (DHCPv6, RA) and as Calico's docs configure a guest: its address
+/// a /128, no route for the subnet (the RAs announce it off-link), and a default route to the
+/// link-local address of its TAP on the host, which the host answers for.
+fn dual_stack_as_served(lab: &TestLab, vm: &Vm) {
+    let addresses = in_vm(
+        vm,
+        &["-6", "addr", "show", "dev", "eth0", "scope", "global"],
+    );
+    assert!(
+        addresses.contains(&format!("inet6 {}/128 ", ip6(vm))),
+        "{}'s eth0 has not its port's IPv6 address as a /128: {addresses}",
+        vm.name
+    );
+    let on_link = in_vm(vm, &["-6", "route", "show", SUBNET6_CIDR]);
+    assert_eq!(on_link, "", "{} routes {SUBNET6_CIDR} on its link", vm.name);
+    let out = lab.in_host(
+        &vm.host,
+        "ip",
+        &["-6", "addr", "show", "dev", &vm.tap, "scope", "link"],
+    );
+    let tap = String::from_utf8_lossy(&out.stdout);
+    let tap_ll = tap
+        .split_whitespace()
+        .skip_while(|w| *w != "inet6")
+        .nth(1)
+        .and_then(|a| a.split('/').next())
+        .unwrap_or_else(|| panic!("{} has no link-local address: {tap}", vm.tap))
+        .to_owned();
+    let default = in_vm(vm, &["-6", "route", "show", "default"]);
+    assert!(
+        default.contains(&format!("via {tap_ll} dev eth0 proto ra")),
+        "{}'s default route is not its TAP {tap_ll} by RA: {default}",
+        vm.name
+    );
 }
 
 #[test]
@@ -196,6 +308,16 @@ fn a_security_group_rule_opens_and_closes_a_vm() {
     pings_eventually(&vm1, &vm2, WAIT);
     eprintln!("ICMP allowed into vm2 after {:?}", opened.elapsed());
 
+    // An ingress rule of ethertype IPv6 and nothing else: only its `ip_version` keeps it to
+    // IPv6. It lets vm1's IPv6 ping in ...
+    neutron.create(
+        "security_group_rule",
+        json!({"security_group_id": group_id, "direction": "ingress", "ethertype": "IPv6"}),
+    );
+    pings_address_eventually(&vm1, ip6(&vm2), WAIT);
+
+    // ... and not IPv4: with the IPv4 ICMP rule deleted, vm2 stops answering over IPv4 and
+    // still answers over IPv6.
     let path = format!(
         "/v2.0/security-group-rules/{}",
         rule["id"].as_str().unwrap()
@@ -209,6 +331,10 @@ fn a_security_group_rule_opens_and_closes_a_vm() {
         }
     });
     eprintln!("ICMP blocked again after {:?}", closed.elapsed());
+    assert!(
+        ping_address(&vm1, ip6(&vm2)),
+        "vm2 stopped answering over IPv6"
+    );
     eprintln!("test done in {:?}", started.elapsed());
 }
 
@@ -278,7 +404,7 @@ fn vm_delete_removes_the_endpoint_routes_and_dhcp_entry() {
 }
 
 #[test]
-fn calico_neutron_restarted_while_ports_change_converges_to_neutron() {
+fn calico_neutron_killed_while_ports_change_is_restarted_and_converges_to_neutron() {
     let started = Instant::now();
     let lab = openstack_lab(&[]);
     let neutron = Neutron::of(&lab);
@@ -286,20 +412,10 @@ fn calico_neutron_restarted_while_ports_change_converges_to_neutron() {
     let vm1 = boot(&lab, "host1", "vm1", &[]);
     assert_eq!(openstack_endpoints(&lab), [vm1.endpoint_key()]);
 
-    // SIGKILL: its supervisor ends with it (it only restarts a clean exit).
+    // Frozen (SIGSTOP), calico-neutron misses what changes meanwhile: a port is created and
+    // another deleted.
     let sync = calico_neutron_pid(&lab).expect("calico-neutron runs");
-    Command::new("kill")
-        .args(["-KILL", &sync.to_string()])
-        .status()
-        .expect("kill");
-    eventually("calico-neutron gone", WAIT, || {
-        match calico_neutron_pid(&lab) {
-            Some(pid) => Err(format!("calico-neutron {pid} still runs")),
-            None => Ok(()),
-        }
-    });
-
-    // Meanwhile a port is created and another deleted.
+    signal(sync, "STOP");
     let port = neutron.create(
         "port",
         json!({"network_id": openstack.network, "device_owner": "compute:nova",
@@ -311,15 +427,24 @@ fn calico_neutron_restarted_while_ports_change_converges_to_neutron() {
     assert_eq!(
         openstack_endpoints(&lab),
         [vm1.endpoint_key()],
-        "etcd changed while no calico-neutron ran"
+        "etcd changed while calico-neutron was stopped"
     );
 
-    // Started again (as the lab starts it), it makes etcd what Neutron says.
-    let _sync = start_calico_neutron(&lab, &openstack.neutron_url);
+    // SIGKILL: its supervisor starts it again (Restart=always), and it makes etcd what Neutron
+    // says.
+    signal(sync, "KILL");
+    let killed = Instant::now();
+    eventually(
+        "calico-neutron started again",
+        WAIT,
+        || match calico_neutron_pid(&lab) {
+            Some(pid) if pid != sync => Ok(()),
+            other => Err(format!("calico-neutron: {other:?} (killed: {sync})")),
+        },
+    );
     let wanted = [format!(
         "/calico/v1/host/host2/workload/openstack/vm-b/endpoint/{port_id}"
     )];
-    let converging = Instant::now();
     eventually("etcd's endpoints to match Neutron's ports", WAIT, || {
         let keys = openstack_endpoints(&lab);
         match keys == wanted {
@@ -327,44 +452,85 @@ fn calico_neutron_restarted_while_ports_change_converges_to_neutron() {
             false => Err(format!("{keys:?}")),
         }
     });
-    eprintln!(
-        "etcd converged {:?} after the restart",
-        converging.elapsed()
-    );
+    eprintln!("etcd converged {:?} after the kill", killed.elapsed());
+
+    // The restarted calico-neutron follows what changes next: a VM boots (port, endpoint,
+    // DHCP) and pings.
+    let vm2 = boot(&lab, "host1", "vm2", &[]);
+    let vm3 = boot(&lab, "host2", "vm3", &[]);
+    pings_eventually(&vm2, &vm3, WAIT);
     eprintln!("test done in {:?}", started.elapsed());
 }
 
-/// calico-neutron's own pid in the fabric (not its supervisor's).
-fn calico_neutron_pid(lab: &TestLab) -> Option<i32> {
-    netns_pids(&lab.netns("fabric")).into_iter().find(|pid| {
+#[test]
+fn a_killed_dhcp_agent_comes_back_and_neutron_server_restarts_with_calicos_driver() {
+    let started = Instant::now();
+    let lab = openstack_lab(&[]);
+    let neutron = Neutron::of(&lab);
+
+    // SIGKILL host2's agent: its supervisor starts it again, the new agent takes over from the
+    // dnsmasq the old one left, and a VM booted afterwards gets its addresses from it.
+    let agent = dhcp_agent_pid(&lab, "host2").expect("host2's DHCP agent runs");
+    signal(agent, "KILL");
+    eventually(
+        "host2's DHCP agent started again",
+        WAIT,
+        || match dhcp_agent_pid(&lab, "host2") {
+            Some(pid) if pid != agent => Ok(()),
+            other => Err(format!("agent: {other:?} (killed: {agent})")),
+        },
+    );
+    let vm1 = boot(&lab, "host2", "vm1", &[]);
+    assert!(
+        dhcp_hosts(&lab, "host2").contains(&vm1.mac),
+        "vm1's MAC not in the restarted agent's hosts file"
+    );
+
+    // `restart-neutron`: a new neutron-server, with Calico's driver loaded (it binds ports as
+    // TAPs; without the driver on its PYTHONPATH neutron-server would not even start).
+    let before = lab.state().openstack.and_then(|o| o.server_pid);
+    lab.ok(&["restart-neutron"]);
+    let after = lab.state().openstack.and_then(|o| o.server_pid);
+    assert!(after.is_some() && after != before, "{before:?} → {after:?}");
+    assert!(
+        !before.is_some_and(pid_alive),
+        "the old neutron-server still runs"
+    );
+    let vm2 = boot(&lab, "host1", "vm2", &[]);
+    let port = &neutron.call("GET", &format!("/v2.0/ports/{}", vm2.port), None)["port"];
+    assert_eq!(port["binding:vif_type"], "tap", "{port}");
+    assert!(etcd_value(&lab, &vm2.endpoint_key()).contains(&vm2.ip.to_string()));
+    pings_eventually(&vm2, &vm1, WAIT);
+    pings_address_eventually(&vm2, ip6(&vm1), WAIT);
+    eprintln!("test done in {:?}", started.elapsed());
+}
+
+/// `kill -SIGNAL pid`.
+fn signal(pid: i32, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// The pid of the process in `node`'s namespace whose program is `program` (not its
+/// supervisor's).
+fn pid_of(lab: &TestLab, node: &str, program: &str) -> Option<i32> {
+    let suffix = format!("/{program}");
+    netns_pids(&lab.netns(node)).into_iter().find(|pid| {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let program = cmdline.split(|&b| b == 0).next().unwrap_or_default();
-        program.ends_with(b"/calico-neutron")
+        let first = cmdline.split(|&b| b == 0).next().unwrap_or_default();
+        first.ends_with(suffix.as_bytes()) && pid_alive(*pid)
     })
 }
 
-/// calico-neutron in the fabric with the lab's arguments.
-fn start_calico_neutron(lab: &TestLab, neutron_url: &str) -> Guard {
-    let state = lab.state();
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(state.log_path("calico-neutron"))
-        .expect("calico-neutron's log");
-    let child = calico_lab::sh::command_in(
-        &lab.netns("fabric"),
-        PathBuf::from(BIN).with_file_name("calico-neutron"),
-    )
-    .args([
-        "--neutron-url",
-        neutron_url,
-        "--etcd-endpoints",
-        &state.etcd_endpoints(),
-    ])
-    .stdin(Stdio::null())
-    .stdout(log.try_clone().expect("log"))
-    .stderr(log)
-    .spawn()
-    .expect("calico-neutron starts");
-    Guard(child)
+/// calico-neutron's own pid in the fabric.
+fn calico_neutron_pid(lab: &TestLab) -> Option<i32> {
+    pid_of(lab, "fabric", "calico-neutron")
+}
+
+/// The DHCP agent's own pid in a host.
+fn dhcp_agent_pid(lab: &TestLab, host: &str) -> Option<i32> {
+    pid_of(lab, host, "calico-dhcp-agent")
 }

@@ -59,6 +59,12 @@ impl fmt::Display for Action {
 /// One rule. Absent matches are `None` / empty; an empty port list is the same as none.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Rule {
+    /// `4` or `6`: the rule applies to that IP version only, as Calico 1.x's Felix read it and
+    /// networking-calico writes it from a security group rule's `ethertype`. Not in the seeds'
+    /// rule table; a net or an ICMP protocol of the other version is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_version: Option<IpVersion>,
+
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<Protocol>,
     #[serde(default, rename = "!protocol", skip_serializing_if = "Option::is_none")]
@@ -156,11 +162,14 @@ impl Rule {
         .filter_map(|(field, net)| net.as_ref().map(|n| (field, n)))
     }
 
-    /// The IP version the rule is pinned to by a net or by protocol `icmp` / `icmpv6`; `None`
-    /// when it applies to both. On an unvalidated rule with conflicting pins, the first net wins.
+    /// The IP version the rule is pinned to by its `ip_version` field, a net or protocol
+    /// `icmp` / `icmpv6`; `None` when it applies to both. On an unvalidated rule with
+    /// conflicting pins, the field wins, then the first net.
     pub fn ip_version(&self) -> Option<IpVersion> {
-        let from_net = self.nets().map(|(_, net)| IpVersion::of_net(net)).next();
-        from_net.or_else(|| self.protocol.and_then(Protocol::ip_version))
+        let from_net = || self.nets().map(|(_, net)| IpVersion::of_net(net)).next();
+        self.ip_version
+            .or_else(from_net)
+            .or_else(|| self.protocol.and_then(Protocol::ip_version))
     }
 }
 

@@ -291,6 +291,44 @@ mod rule_validation {
         assert_eq!(rule(r#"{"protocol": "tcp"}"#).ip_version(), None);
     }
 
+    /// `ip_version` as networking-calico writes it from a group rule's ethertype: it pins the
+    /// rule by itself, round-trips as a number, and a net or ICMP of the other version is refused.
+    #[test]
+    fn ip_version_field_pins_the_rule_and_must_agree_with_nets_and_icmp() {
+        let v6 = rule(r#"{"ip_version": 6, "src_tag": "sg-a"}"#);
+        assert_eq!(v6.ip_version(), Some(IpVersion::V6));
+        assert_eq!(
+            serde_json::to_string(&v6).unwrap(),
+            r#"{"ip_version":6,"src_tag":"sg-a","action":"allow"}"#
+        );
+        let v4 = rule(r#"{"ip_version": 4, "protocol": "icmp", "dst_net": "10.0.0.0/8"}"#);
+        assert_eq!(v4.ip_version(), Some(IpVersion::V4));
+        refused::<Rule>(
+            r#"{"ip_version": 6, "src_net": "10.0.0.0/8"}"#,
+            "src_net",
+            "IPv4 network 10.0.0.0/8 in a rule of ip_version 6",
+        );
+        refused::<Rule>(
+            r#"{"ip_version": 4, "!dst_net": "2001:db8::/32"}"#,
+            "!dst_net",
+            "IPv6 network 2001:db8::/32 in a rule of ip_version 4",
+        );
+        refused::<Rule>(
+            r#"{"ip_version": 6, "protocol": "icmp"}"#,
+            "protocol",
+            "protocol icmp cannot match in a rule of ip_version 6",
+        );
+        refused::<Rule>(
+            r#"{"ip_version": 4, "protocol": "icmpv6"}"#,
+            "protocol",
+            "protocol icmpv6 cannot match in a rule of ip_version 4",
+        );
+        for bad in ["5", "\"4\"", "-1"] {
+            let err = refusal::<Rule>(&format!(r#"{{"ip_version": {bad}}}"#));
+            assert_eq!(err.field, "ip_version", "{bad}: {err}");
+        }
+    }
+
     #[test]
     fn nets_are_normalised() {
         let r = rule(r#"{"src_net": "10.1.2.3", "dst_net": "10.1.2.3/8"}"#);
@@ -612,6 +650,7 @@ mod round_trips {
             })
             .prop_map(
                 |(protocol, [sn, nsn, dn, ndn], [sp, nsp, dp, ndp], m, r)| Rule {
+                    ip_version: None,
                     protocol,
                     not_protocol: r.4,
                     src_tag: m.0,

@@ -1,9 +1,10 @@
 //! Pure: one Neutron security group rule → one Calico rule, or why Calico cannot express it.
 //! The table is in docs/openstack.md ("Rules"); in short: every rule `allow`; the port range →
 //! `dst_ports` (tcp, udp, sctp, udplite) or `icmp_type` / `icmp_code`; the remote prefix →
-//! `src_net` / `dst_net`; the remote group → `src_tag` / `dst_tag`. Calico's rules have no IP
-//! version field, so a rule that neither a net nor ICMP pins to the `ethertype`'s version gets
-//! the whole address space of it (`0.0.0.0/0`, `::/0`) as its net.
+//! `src_net` / `dst_net`; the remote group → `src_tag` / `dst_tag`; the `ethertype` →
+//! `ip_version` (4 or 6), as networking-calico writes it, so every rule applies to its own IP
+//! version only. A prefix of the other version is refused here with the rule's id (the model
+//! would refuse the mix too).
 
 use std::net::IpAddr;
 
@@ -42,18 +43,12 @@ pub fn rule(neutron: &SecurityGroupRule) -> Result<(Direction, Rule), TranslateE
         other => return Err(fail(format!("ethertype {other:?}: expected IPv4 or IPv6"))),
     };
     let mut out = Rule {
+        ip_version: Some(version),
         protocol: protocol(neutron.protocol.as_deref(), version).map_err(fail)?,
         ..Rule::default()
     };
     ports(neutron, &mut out).map_err(fail)?;
     remote(neutron, direction, version, &mut out).map_err(fail)?;
-    if out.ip_version().is_none() {
-        let everything = match version {
-            IpVersion::V4 => IpNet::V4(Default::default()),
-            IpVersion::V6 => IpNet::V6(Default::default()),
-        };
-        *net_of(&mut out, direction) = Some(everything);
-    }
     out.validate().map_err(|e| fail(e.to_string()))?;
     Ok((direction, out))
 }
@@ -170,7 +165,11 @@ fn remote(
                 "remote_ip_prefix {text}: not an {version} prefix but ethertype is"
             ));
         }
-        *net_of(out, direction) = Some(net.trunc());
+        let remote_net = match direction {
+            Direction::Inbound => &mut out.src_net,
+            Direction::Outbound => &mut out.dst_net,
+        };
+        *remote_net = Some(net.trunc());
     }
     if let Some(group) = &neutron.remote_group_id {
         let tag = match direction {
@@ -180,14 +179,6 @@ fn remote(
         *tag = Some(group.clone());
     }
     Ok(())
-}
-
-/// The remote net of a rule: the source of inbound packets, the destination of outbound ones.
-fn net_of(rule: &mut Rule, direction: Direction) -> &mut Option<IpNet> {
-    match direction {
-        Direction::Inbound => &mut rule.src_net,
-        Direction::Outbound => &mut rule.dst_net,
-    }
 }
 
 #[cfg(test)]

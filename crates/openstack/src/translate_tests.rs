@@ -159,7 +159,7 @@ fn a_group_is_a_profile_tagged_with_its_id_without_the_rules_left_out() {
     assert_eq!(profile.tags.0, ["sg-a"]);
     assert_eq!(
         serde_json::to_string(&profile.rules).unwrap(),
-        r#"{"inbound_rules":[],"outbound_rules":[{"dst_net":"0.0.0.0/0","action":"allow"}]}"#
+        r#"{"inbound_rules":[],"outbound_rules":[{"ip_version":4,"action":"allow"}]}"#
     );
     assert_eq!(left_out.len(), 1);
     assert!(

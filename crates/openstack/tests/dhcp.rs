@@ -362,7 +362,7 @@ fn vms_get_their_neutron_addresses_by_dhcp_from_one_dnsmasq() {
     host.run_ok("ping", &["-c", "1", "-W", "2", "10.65.0.11"], "");
 
     // 3. DHCPv6 (dhcpv6-stateful): vm-1 gets its fixed IPv6 address and DNS server, and the
-    //    router advertisements dnsmasq sends on the TAP give it a default route.
+    //    router advertisements dnsmasq sends on the TAP give it a default route and no more.
     let mut lease6 = String::new();
     eventually("vm-1's DHCPv6 lease", Duration::from_secs(30), || {
         let state = std::fs::read_to_string(dir.path().join("state/hosts")).unwrap_or_default();
@@ -390,6 +390,18 @@ fn vms_get_their_neutron_addresses_by_dhcp_from_one_dnsmasq() {
                 false => Err(format!("vm-1's IPv6 default routes: {routes:?}")),
             }
         },
+    );
+    // The RAs announce the prefix off-link: Calico routes each VM as a /128 through its TAP,
+    //    so a route for the whole prefix through eth0 would make vm-1 look its peers up by
+    //    neighbour discovery on its TAP, where nobody answers. (The RA that gave the default
+    //    route carried the prefix: a prefix route would be there by now.)
+    let prefix_routes = vm1
+        .ns
+        .run_ok("ip", &["-6", "route", "show", "2001:db8:a41:2::/64"], "");
+    assert_eq!(
+        prefix_routes.trim(),
+        "",
+        "vm-1 routes the subnet on-link: {prefix_routes}"
     );
     let routes6 = host.run_ok("ip", &["-6", "route", "show", "dev", INTERFACE], "");
     assert!(

@@ -111,6 +111,7 @@ fn build_world(neutron: &Neutron) -> World {
                 "port_range_min": 80, "port_range_max": 81, "remote_ip_prefix": "10.0.0.0/8"}),
     );
     rule(json!({"direction": "ingress", "ethertype": "IPv4", "remote_group_id": web}));
+    rule(json!({"direction": "ingress", "ethertype": "IPv6", "remote_group_id": web}));
     rule(
         json!({"direction": "ingress", "ethertype": "IPv4", "protocol": "icmp",
                 "port_range_min": 8, "port_range_max": 0}),
@@ -132,17 +133,18 @@ fn build_world(neutron: &Neutron) -> World {
 /// the two egress rules itself.
 fn web_rules(web: &str, extra_inbound: &[Value]) -> Value {
     let mut inbound = vec![
-        json!({"protocol": "icmp", "icmp_type": 8, "icmp_code": 0, "action": "allow"}),
-        json!({"protocol": "tcp", "src_net": "10.0.0.0/8", "dst_ports": ["80:81"], "action": "allow"}),
-        json!({"src_tag": web, "src_net": "0.0.0.0/0", "action": "allow"}),
+        json!({"ip_version": 4, "protocol": "icmp", "icmp_type": 8, "icmp_code": 0, "action": "allow"}),
+        json!({"ip_version": 4, "protocol": "tcp", "src_net": "10.0.0.0/8", "dst_ports": ["80:81"], "action": "allow"}),
+        json!({"ip_version": 4, "src_tag": web, "action": "allow"}),
+        json!({"ip_version": 6, "src_tag": web, "action": "allow"}),
     ];
     inbound.extend_from_slice(extra_inbound);
     inbound.sort_by_key(|r| r.to_string());
     json!({
         "inbound_rules": inbound,
         "outbound_rules": [
-            {"dst_net": "0.0.0.0/0", "action": "allow"},
-            {"dst_net": "::/0", "action": "allow"},
+            {"ip_version": 4, "action": "allow"},
+            {"ip_version": 6, "action": "allow"},
         ],
     })
 }
@@ -305,7 +307,7 @@ fn rule_added_updates_the_profile(scene: &Scene) -> String {
 }
 
 fn ssh_rule() -> Value {
-    json!({"protocol": "tcp", "src_net": "0.0.0.0/0", "dst_ports": [22], "action": "allow"})
+    json!({"ip_version": 4, "protocol": "tcp", "dst_ports": [22], "action": "allow"})
 }
 
 /// Port security off: the endpoint allows everything through the open profile; deleting the

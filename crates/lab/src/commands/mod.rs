@@ -12,6 +12,7 @@ pub mod flow;
 pub mod probe;
 pub mod relay;
 pub mod restart_felix;
+pub mod restart_neutron;
 pub mod serve;
 pub mod soak;
 pub mod supervise;

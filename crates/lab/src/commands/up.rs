@@ -91,12 +91,15 @@ fn print_openstack(lab: &Lab, openstack: &OpenStack) {
         openstack.client_url, openstack.neutron_url, openstack.project
     );
     println!(
-        "  network {} {}, subnet {} {} (gateway {}), security group {} {}",
+        "  network {} {}, subnets {} {} (gateway {}) and {} {} (gateway {}, DHCPv6), security group {} {}",
         openstack::NETWORK,
         openstack.network,
         openstack.subnet,
         openstack::SUBNET_CIDR,
         openstack::GATEWAY,
+        openstack.subnet6,
+        openstack::SUBNET6_CIDR,
+        openstack::GATEWAY6,
         openstack::SECURITY_GROUP,
         openstack.security_group
     );

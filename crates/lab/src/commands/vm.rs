@@ -13,7 +13,8 @@ pub struct Args {
 #[derive(Debug, Subcommand)]
 enum VmCmd {
     /// Creates a port through Neutron's API (bound to the host), a VM namespace plugged by a
-    /// TAP-named veth, and a DHCP client in it; returns when the VM has the port's address.
+    /// TAP-named veth, and DHCP clients in it; returns when the VM has the port's addresses
+    /// (dual-stack when the network has an IPv6 subnet: DHCPv6 and router advertisements).
     Boot {
         #[arg(long)]
         host: String,
@@ -48,8 +49,9 @@ pub async fn run(name: &str, args: Args) -> anyhow::Result<()> {
                 security_groups,
             };
             let vm = vm::boot(&mut lab, &spec).await?;
+            let ip6 = vm.ip6.map(|ip6| format!(" and {ip6}")).unwrap_or_default();
             println!(
-                "vm {} on {}: port {}, address {} ({}, {})",
+                "vm {} on {}: port {}, address {}{ip6} ({}, {})",
                 vm.name, vm.host, vm.port, vm.ip, vm.tap, vm.mac
             );
         }

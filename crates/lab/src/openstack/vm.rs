@@ -3,18 +3,21 @@
 //! `compute:nova`); a "VM" namespace `<lab>.<host>.<vm>` is plugged by a veth whose host end is
 //! named as Nova names the TAP (`tap` + the port id's first 11 characters) and whose `eth0`
 //! carries the port's MAC; busybox's udhcpc in the VM asks the host's DHCP agent (dnsmasq) for
-//! its address, as a VM's guest would.
+//! its address, as a VM's guest would. When the port has an IPv6 address too (the network has
+//! an IPv6 subnet), the VM is dual-stack as Calico's docs configure a guest: ISC `dhclient -6`
+//! gets the address by DHCPv6 and puts it on `eth0` as a /128, and the router advertisements
+//! of the host's dnsmasq (prefix off-link) give it a default route to its TAP.
 //!
 //! ```text
 //!  vm boot ── POST /v2.0/ports ──▶ neutron-server ◀── calico-neutron ──▶ etcd ──▶ Felix (route, tap)
 //!     │                                                               └──▶ dhcp agent (dnsmasq)
-//!     └── netns <lab>.<host>.<vm>: eth0 ◀─veth─▶ tapXXXXXXXXXXX; udhcpc ◀── DHCP ──┘
+//!     └── netns <lab>.<host>.<vm>: eth0 ◀─veth─▶ tapXXXXXXXXXXX; udhcpc, dhclient -6 ◀── DHCP, RA ──┘
 //! ```
 //!
 //! The VMs are kept in the lab's state (`Lab.openstack.vms`); `down` removes their namespaces
-//! and udhcpc with the rest of the lab's namespaces.
+//! and DHCP clients with the rest of the lab's namespaces.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -33,6 +36,8 @@ use crate::topology::{add_netns, delete_netns, netns_pids};
 
 /// The DHCP client run in each VM.
 pub const BUSYBOX: &str = "/usr/bin/busybox";
+/// The DHCPv6 client run in a dual-stack VM (busybox has none).
+pub const DHCLIENT: &str = "/sbin/dhclient";
 /// How long a VM may take to get its address (the port reaches etcd, the agent, dnsmasq).
 pub const BOOT_LIMIT: Duration = Duration::from_secs(60);
 
@@ -57,6 +62,23 @@ esac
 exit 0
 "#;
 
+/// What `dhclient -6` runs: the address it was given, with the prefix length it passes (128, its
+/// default, as Calico's docs configure a guest: the subnet is not on the VM's link).
+const SCRIPT6: &str = r#"#!/bin/sh
+case "$reason" in
+  BOUND6|RENEW6|REBIND6|REBOOT6)
+    if [ -n "$old_ip6_address" ] && [ "$old_ip6_address" != "$new_ip6_address" ]; then
+      ip -6 addr del "$old_ip6_address/$old_ip6_prefixlen" dev "$interface"
+    fi
+    ip -6 addr replace "$new_ip6_address/$new_ip6_prefixlen" dev "$interface"
+    ;;
+  EXPIRE6|RELEASE6|STOP6)
+    [ -n "$old_ip6_address" ] && ip -6 addr del "$old_ip6_address/$old_ip6_prefixlen" dev "$interface"
+    ;;
+esac
+exit 0
+"#;
+
 /// One booted VM.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Vm {
@@ -68,6 +90,9 @@ pub struct Vm {
     pub tap: String,
     pub mac: String,
     pub ip: Ipv4Addr,
+    /// The port's IPv6 address, when its network has an IPv6 subnet.
+    #[serde(default)]
+    pub ip6: Option<Ipv6Addr>,
     /// The port's `device_id` (the VM's name).
     pub device_id: String,
 }
@@ -237,7 +262,8 @@ async fn create_port(
     Ok(answer["port"].clone())
 }
 
-/// The VM a port describes (its first IPv4 fixed IP is the VM's address).
+/// The VM a port describes (its first IPv4 fixed IP is the VM's address, its first IPv6 one
+/// the VM's IPv6 address).
 fn vm_of(lab: &Lab, host: &str, name: &str, port: &Value) -> anyhow::Result<Vm> {
     let field = |name: &str| {
         port[name]
@@ -246,13 +272,17 @@ fn vm_of(lab: &Lab, host: &str, name: &str, port: &Value) -> anyhow::Result<Vm> 
             .with_context(|| format!("Neutron's port has no {name}: {port}"))
     };
     let id = field("id")?;
-    let ip = port["fixed_ips"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|f| f["ip_address"].as_str()?.parse::<Ipv4Addr>().ok())
-        .next()
+    let fixed_ips = || {
+        port["fixed_ips"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f["ip_address"].as_str())
+    };
+    let ip = fixed_ips()
+        .find_map(|text| text.parse::<Ipv4Addr>().ok())
         .with_context(|| format!("port {id} has no IPv4 fixed IP: {port}"))?;
+    let ip6 = fixed_ips().find_map(|text| text.parse::<Ipv6Addr>().ok());
     Ok(Vm {
         name: name.to_owned(),
         host: host.to_owned(),
@@ -261,12 +291,13 @@ fn vm_of(lab: &Lab, host: &str, name: &str, port: &Value) -> anyhow::Result<Vm> 
         mac: field("mac_address")?,
         port: id,
         ip,
+        ip6,
         device_id: name.to_owned(),
     })
 }
 
-/// The namespace, the veth (TAP on the host, `eth0` with the port's MAC in the VM), udhcpc;
-/// waits until `eth0` has the port's address.
+/// The namespace, the veth (TAP on the host, `eth0` with the port's MAC in the VM), the DHCP
+/// clients; waits until `eth0` has the port's addresses (and, for IPv6, a default route).
 async fn plug(lab: &Lab, vm: &Vm, host_ns: &str) -> anyhow::Result<()> {
     add_netns(&vm.netns)?;
     let (tap, ns) = (vm.tap.as_str(), vm.netns.as_str());
@@ -276,7 +307,17 @@ async fn plug(lab: &Lab, vm: &Vm, host_ns: &str) -> anyhow::Result<()> {
     sh::ip(&["-n", ns, "link", "set", "eth0", "address", &vm.mac])?;
     sh::ip(&["-n", ns, "link", "set", "eth0", "up"])?;
     sh::ip(&["-n", host_ns, "link", "set", tap, "up"])?;
-    let script = script(lab)?;
+    dhcp4(lab, vm).await?;
+    if let Some(ip6) = vm.ip6 {
+        dhcp6(lab, vm, ip6).await?;
+    }
+    Ok(())
+}
+
+/// udhcpc in the VM; waits until `eth0` has the port's IPv4 address.
+async fn dhcp4(lab: &Lab, vm: &Vm) -> anyhow::Result<()> {
+    let ns = vm.netns.as_str();
+    let script = script(lab, "udhcpc.script", SCRIPT)?;
     let script = script
         .to_str()
         .context("the lab's directory is not UTF-8")?;
@@ -312,11 +353,54 @@ async fn plug(lab: &Lab, vm: &Vm, host_ns: &str) -> anyhow::Result<()> {
     .await
 }
 
-/// udhcpc's script, written into the lab's directory (executable).
-fn script(lab: &Lab) -> anyhow::Result<PathBuf> {
+/// `dhclient -6` in the VM, once `eth0`'s link-local address is usable (dhclient binds to it,
+/// and exits when it cannot); waits until `eth0` has the port's IPv6 address as a /128, past
+/// duplicate address detection, and a default route from a router advertisement.
+async fn dhcp6(lab: &Lab, vm: &Vm, ip6: Ipv6Addr) -> anyhow::Result<()> {
+    if !Path::new(DHCLIENT).is_file() {
+        bail!("{DHCLIENT} is missing: install isc-dhcp-client (the VMs' DHCPv6 client)");
+    }
+    let ns = vm.netns.as_str();
+    let log = lab.log_path(&format!("vm-{}", vm.name));
+    let link_local = format!("VM {}'s link-local address", vm.name);
+    poll(&link_local, BOOT_LIMIT, || {
+        let addresses = sh::ip(&[
+            "-n", ns, "-6", "addr", "show", "dev", "eth0", "scope", "link",
+        ])?;
+        Ok((addresses.contains("inet6 fe80") && !addresses.contains("tentative")).then_some(()))
+    })
+    .await?;
+    let script = script(lab, "dhclient6.script", SCRIPT6)?;
+    let file = |suffix: &str| lab.dir.join(format!("vm-{}.{suffix}", vm.name));
+    let (leases, pid) = (file("leases6"), file("dhclient6.pid"));
+    let paths = [script.as_path(), leases.as_path(), pid.as_path()].map(Path::to_str);
+    let [Some(script), Some(leases), Some(pid)] = paths else {
+        bail!("the lab's directory {} is not UTF-8", lab.dir.display());
+    };
+    let args = ["-6", "-d", "-sf", script, "-lf", leases, "-pf", pid, "eth0"];
+    processes::spawn(Some(ns), Path::new(DHCLIENT), &args, &[], &log)?;
+    let wanted = format!("inet6 {ip6}/128 ");
+    let what = format!(
+        "VM {} to get {ip6} by DHCPv6 and a default route by RA (see {})",
+        vm.name,
+        log.display()
+    );
+    poll(&what, BOOT_LIMIT, || {
+        let addresses = sh::ip(&["-n", ns, "-6", "addr", "show", "dev", "eth0"])?;
+        let usable = addresses
+            .lines()
+            .any(|line| line.contains(&wanted) && !line.contains("tentative"));
+        let routes = sh::ip(&["-n", ns, "-6", "route", "show", "default"])?;
+        Ok((usable && routes.contains("proto ra")).then_some(()))
+    })
+    .await
+}
+
+/// A DHCP client's script, written into the lab's directory (executable).
+fn script(lab: &Lab, name: &str, text: &str) -> anyhow::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let path = lab.dir.join("udhcpc.script");
-    std::fs::write(&path, SCRIPT).with_context(|| format!("cannot write {}", path.display()))?;
+    let path = lab.dir.join(name);
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
         .with_context(|| format!("cannot make {} executable", path.display()))?;
     Ok(path)
@@ -367,11 +451,15 @@ mod tests {
         let vm = vm_of(&lab(None), "host1", "vm1", &port).expect("a vm");
         assert_eq!(vm.tap, "tap0123456789a");
         assert_eq!(vm.ip, Ipv4Addr::new(10, 28, 0, 5));
+        assert_eq!(vm.ip6, Some("fd00::5".parse().unwrap()));
         assert_eq!(vm.netns, "l.host1.vm1");
         assert_eq!(
             vm.endpoint_key(),
             "/calico/v1/host/host1/workload/openstack/vm1/endpoint/0123456789abcdef"
         );
+        let v4_only =
+            json!({"id": "x", "mac_address": "m", "fixed_ips": [{"ip_address": "10.0.0.1"}]});
+        assert_eq!(vm_of(&lab(None), "h", "v", &v4_only).unwrap().ip6, None);
         let error = vm_of(
             &lab(None),
             "h",

@@ -7,6 +7,7 @@
 //! | `icmp_code` needs `icmp_type`, `!icmp_code` needs `!icmp_type` | the kernel's ICMP match cannot match a code alone |
 //! | ICMP type 0-254 | 255 is iptables' "any type" marker |
 //! | all nets of a rule are one IP version; icmp is IPv4-only, icmpv6 IPv6-only | a rule renders into one of the iptables / ip6tables tables |
+//! | `ip_version`, when given, is the version of every net and of an ICMP protocol | same: a rule of ip_version 6 with an IPv4 net could match nothing |
 //! | tags are valid tag names | they are looked up by name |
 //!
 //! Normalised: protocol numbers with a name become the name, nets lose their host bits (what
@@ -42,7 +43,8 @@ pub(super) fn check(rule: &mut Rule) -> Result<(), ValidationError> {
     check_tags(rule)?;
     check_ports(rule)?;
     check_icmp(rule)?;
-    check_nets(rule)
+    check_nets(rule)?;
+    check_ip_version(rule)
 }
 
 fn normalise(rule: &mut Rule) {
@@ -166,6 +168,27 @@ fn check_nets(rule: &Rule) -> Result<(), ValidationError> {
         Some(p) => Err(ValidationError::new(
             "protocol",
             format!("protocol {p} cannot match the {version} network {first} of {first_field}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The `ip_version` field against the rule's nets and positive protocol.
+fn check_ip_version(rule: &Rule) -> Result<(), ValidationError> {
+    let Some(version) = rule.ip_version else {
+        return Ok(());
+    };
+    let number = version.number();
+    if let Some((field, net)) = rule.nets().find(|(_, n)| IpVersion::of_net(n) != version) {
+        let other = IpVersion::of_net(net);
+        let reason = format!("{other} network {net} in a rule of ip_version {number}");
+        return Err(ValidationError::new(field, reason));
+    }
+    let pinned_elsewhere = |p: &Protocol| p.ip_version().is_some_and(|v| v != version);
+    match rule.protocol.filter(pinned_elsewhere) {
+        Some(p) => Err(ValidationError::new(
+            "protocol",
+            format!("protocol {p} cannot match in a rule of ip_version {number}"),
         )),
         None => Ok(()),
     }

@@ -198,6 +198,48 @@ impl fmt::Display for IpVersion {
     }
 }
 
+/// In JSON a rule's `ip_version` is the number `4` or `6`, as Felix 1.x read it.
+impl Serialize for IpVersion {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u8(self.number())
+    }
+}
+
+impl<'de> Deserialize<'de> for IpVersion {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(IpVersionVisitor)
+    }
+}
+
+struct IpVersionVisitor;
+
+impl Visitor<'_> for IpVersionVisitor {
+    type Value = IpVersion;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the number 4 or 6")
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<IpVersion, E> {
+        match v {
+            4 => Ok(IpVersion::V4),
+            6 => Ok(IpVersion::V6),
+            _ => Err(E::custom(format!(
+                "invalid IP version {v}: expected 4 or 6"
+            ))),
+        }
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<IpVersion, E> {
+        match u64::try_from(v) {
+            Ok(v) => self.visit_u64(v),
+            Err(_) => Err(E::custom(format!(
+                "invalid IP version {v}: expected 4 or 6"
+            ))),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

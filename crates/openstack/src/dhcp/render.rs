@@ -89,13 +89,18 @@ fn args(plan: &Plan, setting: &Setting) -> Vec<String> {
     args
 }
 
+/// One subnet's range. IPv6 ranges are `off-link`: the router advertisements carry the prefix
+/// without the on-link (L) flag, as networking-calico's dnsmasq does. Calico routes each VM as
+/// a /128 through its own TAP, so nothing else of the prefix is on the VM's link: with the flag
+/// the VM would look its peers up by neighbour discovery on its TAP, where nobody answers,
+/// instead of sending to its router (the TAP's link-local address, from the same RAs).
 fn range(subnet: &Served, lease: u64) -> String {
     let (tag, start) = (subnet.tag(), subnet.net.network());
     let shape = match subnet.mode {
         Mode::V4 => format!("static,{}", subnet.net.netmask()),
-        Mode::Stateful => format!("static,{}", subnet.net.prefix_len()),
-        Mode::Stateless => format!("ra-stateless,{}", subnet.net.prefix_len()),
-        Mode::Slaac => format!("slaac,{}", subnet.net.prefix_len()),
+        Mode::Stateful => format!("static,off-link,{}", subnet.net.prefix_len()),
+        Mode::Stateless => format!("ra-stateless,off-link,{}", subnet.net.prefix_len()),
+        Mode::Slaac => format!("slaac,off-link,{}", subnet.net.prefix_len()),
     };
     format!("--dhcp-range=set:{tag},{start},{shape},{lease}s")
 }

@@ -77,7 +77,7 @@ fn dnsmasq_serves_from_the_bridge_for_every_tap_with_one_static_range_per_subnet
             "--except-interface=lo",
             "--bridge-interface=ns-calico,tap*",
             "--dhcp-range=set:subnet-sub4,10.65.0.0,static,255.255.255.0,86400s",
-            "--dhcp-range=set:subnet-sub6,2001:db8:a41:2::,static,64,86400s",
+            "--dhcp-range=set:subnet-sub6,2001:db8:a41:2::,static,off-link,64,86400s",
             "--enable-ra",
         ]
     );
@@ -117,13 +117,13 @@ fn stateless_and_slaac_subnets_get_their_range_kinds() {
     let served = crate::dhcp::subnet::served(&subnets[1]).unwrap().0;
     assert_eq!(
         range(&served, 3600),
-        "--dhcp-range=set:subnet-sub6,2001:db8:a41:2::,ra-stateless,64,3600s"
+        "--dhcp-range=set:subnet-sub6,2001:db8:a41:2::,ra-stateless,off-link,64,3600s"
     );
     subnets[1].ipv6_address_mode = Some("slaac".into());
     subnets[1].ipv6_ra_mode = Some("slaac".into());
     let served = crate::dhcp::subnet::served(&subnets[1]).unwrap().0;
     assert_eq!(
         range(&served, 3600),
-        "--dhcp-range=set:subnet-sub6,2001:db8:a41:2::,slaac,64,3600s"
+        "--dhcp-range=set:subnet-sub6,2001:db8:a41:2::,slaac,off-link,64,3600s"
     );
 }
