@@ -24,6 +24,7 @@ declare -A NEEDED=(
   [ctr]=containerd             # the CNI test runs `ctr run --cni` against its own containerd
   [unshare]=util-linux         # … in a private mount namespace (ctr's CNI paths are fixed)
   [dockerd]=docker.io          # the Docker tests drive our libnetwork driver with a real dockerd
+  [nft]=nftables               # Felix's nftables backend: its tests and `calicoctl diags` list the ruleset
 )
 
 missing=()

@@ -4,9 +4,9 @@
 //!
 //! | file | from |
 //! | --- | --- |
-//! | `versions.txt` | calicoctl, `calico-felix`/`calico-node`/`bird`/`iptables`/`ipset`/`ip` `--version`, `uname -a` |
+//! | `versions.txt` | calicoctl, `calico-felix`/`calico-node`/`bird`/`iptables`/`ipset`/`nft`/`ip` `--version`, `uname -a` |
 //! | `logs/felix.log`, `logs/calico-node.log` | the log files given (`--felix-log`, `--node-log`) |
-//! | `iptables-save.txt` … `ip-neigh.txt` | the tools of [`COMMANDS`] |
+//! | `iptables-save.txt` … `ip-neigh.txt` | the tools of [`COMMANDS`] (`nft-ruleset.txt`: `nft -a list ruleset`, Felix's nftables backend) |
 //! | `bird-protocols.txt`, `bird-routes.txt` | `birdc show protocols all`, `show route` on calico-node's socket |
 //! | `etcd-keys.json` | this host's keys and the global Felix config, as `calicoctl get -o json` writes them |
 //! | `felix-config.txt` | the effective configuration Felix logged at start (`config NAME = "value" (source)`), then the datastore's layer of it |
@@ -24,6 +24,8 @@ pub const COMMANDS: &[(&str, &[&str])] = &[
     ("iptables-save.txt", &["iptables-save", "-c"]),
     ("ip6tables-save.txt", &["ip6tables-save", "-c"]),
     ("ipset-list.txt", &["ipset", "list"]),
+    // Felix's nftables backend (NFTablesMode) and anything else in nf_tables, with handles.
+    ("nft-ruleset.txt", &["nft", "-a", "list", "ruleset"]),
     ("ip-addr.txt", &["ip", "addr"]),
     ("ip-link.txt", &["ip", "-d", "link"]),
     ("ip-rule.txt", &["ip", "rule"]),
@@ -43,6 +45,7 @@ pub const VERSIONS: &[&[&str]] = &[
     &["bird", "--version"],
     &["iptables", "--version"],
     &["ipset", "--version"],
+    &["nft", "--version"],
     &["ip", "-V"],
     &["uname", "-a"],
 ];

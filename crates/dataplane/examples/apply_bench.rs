@@ -1,18 +1,22 @@
 //! One change → kernel, at size (docs/benchmarks.md): 100 local endpoints, 200 IP sets of 1,000
 //! members each, 200 policies with 3,000 rules, programmed into a real kernel (a network
-//! namespace this benchmark makes). Then, many times each: one policy edit, one set member
-//! added (a remote endpoint joining one set), one local endpoint added. For each it prints the
-//! time `Dataplane::apply` takes (median, p99, max) and the bytes it wrote to
-//! `iptables-restore` and `ipset restore`, next to the size of a full sync.
+//! namespace this benchmark makes per backend), on both firewall backends: iptables (the
+//! baseline) and nftables. Then, many times each: one policy edit, one set member added (a
+//! remote endpoint joining one set), one local endpoint added. For each it prints the time
+//! `apply` takes (median, p99, max) and what it wrote (bytes of `iptables-restore` and `ipset
+//! restore` input; operations of the nf_tables transaction), next to a full sync.
 //!
 //! Run as root: `cargo run --release -p calico-dataplane --example apply_bench`
+//! (`APPLY_BENCH_BACKENDS=nftables` for one backend only).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use calico_calc::Calculator;
-use calico_dataplane::{Dataplane, RenderConfig};
+use calico_calc::{Changes, DesiredState};
+use calico_dataplane::{Dataplane, NftDataplane, RenderConfig, Written, calico_table};
+use calico_linux::nft::Nft;
 use calico_linux::{CommandError, Family, FirewallTables, IpSets, Ipset, Iptables, Netns};
 use calico_testkit::{NetNs, Tails};
 
@@ -126,22 +130,68 @@ fn stats(samples: Vec<f64>) -> (f64, f64, f64) {
     (t.median, t.p99, t.max)
 }
 
-fn main() {
-    let ns = NetNs::new("calico-applybench");
-    let netns = Netns::named(ns.name());
-    let floor_tables = Iptables::new(netns.clone());
-    let bytes = Arc::new(AtomicUsize::new(0));
-    let mut dataplane = Dataplane::with_kernel(
-        Box::new(Counting {
-            inner: Iptables::new(netns.clone()),
-            bytes: bytes.clone(),
-        }),
-        Box::new(Counting {
-            inner: Ipset::new(netns),
-            bytes: bytes.clone(),
-        }),
-        RenderConfig::default(),
-    );
+/// A backend under measurement, and how it counts what it writes.
+enum Plane {
+    Iptables(Box<Dataplane>, Arc<AtomicUsize>),
+    Nftables(Box<NftDataplane>, Arc<Written>),
+}
+
+impl Plane {
+    fn new(nftables: bool, netns: &Netns) -> Plane {
+        if nftables {
+            let written = Arc::new(Written::default());
+            let nft = Box::new(Nft::new(netns.clone(), calico_table()));
+            let plane = NftDataplane::with_kernel(nft, RenderConfig::default())
+                .counting_into(written.clone());
+            return Plane::Nftables(Box::new(plane), written);
+        }
+        let bytes = Arc::new(AtomicUsize::new(0));
+        let plane = Dataplane::with_kernel(
+            Box::new(Counting {
+                inner: Iptables::new(netns.clone()),
+                bytes: bytes.clone(),
+            }),
+            Box::new(Counting {
+                inner: Ipset::new(netns.clone()),
+                bytes: bytes.clone(),
+            }),
+            RenderConfig::default(),
+        );
+        Plane::Iptables(Box::new(plane), bytes)
+    }
+
+    fn sync(&mut self, state: &DesiredState) {
+        match self {
+            Plane::Iptables(plane, _) => drop(plane.sync(state).unwrap()),
+            Plane::Nftables(plane, _) => drop(plane.sync(state).unwrap()),
+        }
+    }
+
+    fn apply(&mut self, state: &DesiredState, changes: &Changes) {
+        match self {
+            Plane::Iptables(plane, _) => plane.apply(state, changes).unwrap(),
+            Plane::Nftables(plane, _) => plane.apply(state, changes).unwrap(),
+        }
+    }
+
+    /// What was written since the last call: bytes, or nf_tables operations.
+    fn take_written(&self) -> usize {
+        match self {
+            Plane::Iptables(_, bytes) => bytes.swap(0, Ordering::Relaxed),
+            Plane::Nftables(_, written) => written.nft_ops.swap(0, Ordering::Relaxed) as usize,
+        }
+    }
+
+    fn unit(&self) -> &'static str {
+        match self {
+            Plane::Iptables(..) => "bytes",
+            Plane::Nftables(..) => "ops",
+        }
+    }
+}
+
+/// The cluster at size.
+fn calculator() -> (Calculator, usize) {
     let mut calc = Calculator::new("h1");
     calc.apply(
         "/calico/v1/policy/profile/p/rules",
@@ -169,88 +219,108 @@ fn main() {
         calc.apply(&key, Some(&value));
     }
     calc.take_changes();
-    let state = calc.state();
-    let members: usize = state.ipsets.values().map(|s| s.members.len()).sum();
-    eprintln!(
-        "{} endpoints local, {} sets with {members} members, {} policies; full sync ...",
-        state.endpoints.len(),
-        state.ipsets.len(),
-        state.policies.len()
-    );
-    let started = Instant::now();
-    dataplane.sync(state).unwrap();
-    let sync_ms = started.elapsed().as_secs_f64() * 1e3;
-    let full = bytes.swap(0, Ordering::Relaxed);
+    (calc, remotes)
+}
 
-    // The tools' fixed cost at this size: a restore that changes nothing still loads the table.
-    let floor: Vec<f64> = (0..SAMPLES)
-        .map(|_| {
-            let started = Instant::now();
-            floor_tables
-                .restore(Family::V4, "*filter\nCOMMIT\n")
-                .unwrap();
-            started.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
-    let probe = "*filter\n:cali-bench-probe - [0:0]\n-A cali-bench-probe -j RETURN\nCOMMIT\n";
-    let one_chain: Vec<f64> = (0..SAMPLES)
-        .map(|_| {
-            let started = Instant::now();
-            floor_tables.restore(Family::V4, probe).unwrap();
-            started.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
-    let mut rows = Vec::new();
-    for change in [
-        "one policy edit",
-        "one set member added",
-        "one local endpoint added",
-    ] {
-        let (mut times, mut written) = (Vec::new(), Vec::new());
-        for s in 0..SAMPLES {
-            match change {
-                "one policy edit" => {
-                    let (key, value) = policy(s % POLICIES, 2000 + s);
-                    calc.apply(&key, Some(&value));
-                }
-                "one set member added" => {
-                    let (key, value) = remote(remotes + s, &[s % SETS]);
-                    calc.apply(&key, Some(&value));
-                }
-                _ => {
-                    let (key, value) = local(LOCAL + s);
-                    calc.apply(&key, Some(&value));
-                }
-            }
-            let changes = calc.take_changes();
-            bytes.store(0, Ordering::Relaxed);
-            let started = Instant::now();
-            dataplane.apply(calc.state(), &changes).unwrap();
-            times.push(started.elapsed().as_secs_f64() * 1e3);
-            written.push(bytes.load(Ordering::Relaxed));
-        }
-        written.sort_unstable();
-        rows.push((change, stats(times), written[written.len() / 2]));
-    }
+fn main() {
     println!(
-        "| {LOCAL} local endpoints, {SETS} sets × {MEMBERS} members, {} rules | median | p99 | max | bytes written (median) |",
+        "| {LOCAL} local endpoints, {SETS} sets × {MEMBERS} members, {} rules | backend | median | p99 | max | written (median) |",
         POLICIES * RULES_PER_POLICY
     );
-    println!("| --- | --- | --- | --- | --- |");
-    println!("| full sync (baseline) | {sync_ms:.1} ms | | | {full} |");
-    let (median, p99, max) = stats(floor);
-    println!(
-        "| iptables-restore that changes nothing (the tool's floor) | {median:.2} ms | {p99:.2} ms | {max:.2} ms | 14 |"
-    );
-    let (median, p99, max) = stats(one_chain);
-    println!(
-        "| iptables-restore of one one-rule chain (the tool at this size) | {median:.2} ms | {p99:.2} ms | {max:.2} ms | {} |",
-        probe.len()
-    );
-    for (change, (median, p99, max), written) in rows {
-        println!(
-            "| {change} | {median:.2} ms | {p99:.2} ms | {max:.2} ms | {written} ({:.4}× the full sync) |",
-            written as f64 / full as f64
+    println!("| --- | --- | --- | --- | --- | --- |");
+    let mut floors = Vec::new();
+    let only = std::env::var("APPLY_BENCH_BACKENDS").unwrap_or_default();
+    for nftables in [false, true] {
+        let backend = if nftables { "nftables" } else { "iptables" };
+        if !only.is_empty() && !only.split(',').any(|b| b == backend) {
+            continue;
+        }
+        let ns = NetNs::new("calico-applybench");
+        let netns = Netns::named(ns.name());
+        let mut plane = Plane::new(nftables, &netns);
+        let (mut calc, remotes) = calculator();
+        let state = calc.state();
+        let members: usize = state.ipsets.values().map(|s| s.members.len()).sum();
+        eprintln!(
+            "{backend}: {} endpoints local, {} sets with {members} members, {} policies; full sync ...",
+            state.endpoints.len(),
+            state.ipsets.len(),
+            state.policies.len()
         );
+        let started = Instant::now();
+        plane.sync(state);
+        let sync_ms = started.elapsed().as_secs_f64() * 1e3;
+        let full = plane.take_written();
+        let unit = plane.unit();
+        println!("| full sync | {backend} | {sync_ms:.1} ms | | | {full} {unit} |");
+        if !nftables {
+            floors = iptables_floor(&netns);
+        }
+        for change in [
+            "one policy edit",
+            "one set member added",
+            "one local endpoint added",
+        ] {
+            let (mut times, mut written) = (Vec::new(), Vec::new());
+            for s in 0..SAMPLES {
+                match change {
+                    "one policy edit" => {
+                        let (key, value) = policy(s % POLICIES, 2000 + s);
+                        calc.apply(&key, Some(&value));
+                    }
+                    "one set member added" => {
+                        let (key, value) = remote(remotes + s, &[s % SETS]);
+                        calc.apply(&key, Some(&value));
+                    }
+                    _ => {
+                        let (key, value) = local(LOCAL + s);
+                        calc.apply(&key, Some(&value));
+                    }
+                }
+                let changes = calc.take_changes();
+                plane.take_written();
+                let started = Instant::now();
+                plane.apply(calc.state(), &changes);
+                times.push(started.elapsed().as_secs_f64() * 1e3);
+                written.push(plane.take_written());
+            }
+            written.sort_unstable();
+            let (median, p99, max) = stats(times);
+            println!(
+                "| {change} | {backend} | {median:.2} ms | {p99:.2} ms | {max:.2} ms | {} {unit} ({:.4}× the full sync) |",
+                written[written.len() / 2],
+                written[written.len() / 2] as f64 / full as f64
+            );
+        }
     }
+    for row in floors {
+        println!("{row}");
+    }
+}
+
+/// The iptables tools' fixed cost at this size: a restore that changes nothing still loads the
+/// table.
+fn iptables_floor(netns: &Netns) -> Vec<String> {
+    let tables = Iptables::new(netns.clone());
+    let time = |input: &str| -> Vec<f64> {
+        (0..SAMPLES)
+            .map(|_| {
+                let started = Instant::now();
+                tables.restore(Family::V4, input).unwrap();
+                started.elapsed().as_secs_f64() * 1e3
+            })
+            .collect()
+    };
+    let probe = "*filter\n:cali-bench-probe - [0:0]\n-A cali-bench-probe -j RETURN\nCOMMIT\n";
+    let (m1, p1, x1) = stats(time("*filter\nCOMMIT\n"));
+    let (m2, p2, x2) = stats(time(probe));
+    vec![
+        format!(
+            "| iptables-restore that changes nothing (the tool's floor) | iptables | {m1:.2} ms | {p1:.2} ms | {x1:.2} ms | 14 bytes |"
+        ),
+        format!(
+            "| iptables-restore of one one-rule chain (the tool at this size) | iptables | {m2:.2} ms | {p2:.2} ms | {x2:.2} ms | {} bytes |",
+            probe.len()
+        ),
+    ]
 }

@@ -71,8 +71,11 @@ pub struct Written {
     pub iptables_bytes: AtomicU64,
     /// Bytes of `ipset restore` input.
     pub ipset_bytes: AtomicU64,
-    /// Chains declared in that input: written, flushed or deleted.
+    /// Chains declared in that input: written, flushed or deleted (nf_tables: chains added,
+    /// flushed or deleted).
     pub chains: AtomicU64,
+    /// Operations of nf_tables transactions (rules, elements, chains, sets).
+    pub nft_ops: AtomicU64,
 }
 
 /// The kernel's firewall and what this dataplane wrote to it.

@@ -2,17 +2,23 @@
 //! calculator's [`DesiredState`](calico_calc::DesiredState) to the text `iptables-restore` and
 //! `ipset restore` read; the [`Dataplane`] applies them to a kernel through `calico-linux`.
 
+pub mod backend;
 pub mod drift;
 pub mod driver;
 pub mod ipip;
+pub mod nft;
 pub mod render;
 pub mod routing;
 pub mod stamp;
 pub mod vxlan;
 
+pub use backend::{
+    Backend, BackendKind, BackendReader, BackendSnapshot, DataplaneError, remove_iptables,
+};
 pub use drift::{KernelReader, KernelSnapshot};
 pub use driver::{Dataplane, Repairs, Written};
 pub use ipip::{Ipip, IpipChanges, IpipPlan};
+pub use nft::{NftDataplane, calico_table};
 pub use render::config::{
     DropAction, EndpointToHostAction, InterfacePrefixes, MarkBits, RenderConfig,
 };

@@ -19,7 +19,7 @@
 //!  all done                    ready, felix_applied_revision, endpoint statuses written
 //! ```
 //!
-//! A configuration change in etcd is applied live (a new [`Dataplane`] and a full sync) or ends
+//! A configuration change in etcd is applied live (a new [`calico_dataplane::Backend`] and a full sync) or ends
 //! the loop for the supervisor to restart Felix.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,12 +28,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use calico_calc::{Calculator, EndpointKey};
-use calico_dataplane::KernelSnapshot;
-use calico_dataplane::{Dataplane, InterfacePrefixes, Ipip, Routing, Vxlan, Written};
+use calico_dataplane::{
+    BackendSnapshot, DataplaneError, InterfacePrefixes, Ipip, Routing, Vxlan, Written,
+};
 use calico_datastore::{
     Datastore, DatastoreError, EtcdConfig, EtcdDatastore, FanoutClient, WatchEvent,
 };
-use calico_linux::{CommandError, LinkEvent, LinkEvents, Netlink, Netns};
+use calico_linux::{LinkEvent, LinkEvents, Netlink, Netns};
 use calico_model::Key;
 use tokio::net::TcpListener;
 use tokio::task::{JoinError, JoinHandle};
@@ -156,15 +157,13 @@ pub async fn run(
     let mut links = LinkEvents::subscribe(&netns).context("watching interfaces")?;
     // What every dataplane (the first, and each after a live reload) writes, for the metrics.
     let written = Arc::new(Written::default());
-    let dataplane = |config: &Config| {
-        Dataplane::new(netns.clone(), config.render()).counting_into(written.clone())
-    };
+    let dataplane = |config: &Config| crate::backend::build(&netns, config, &written);
     let mut felix = Felix {
         store,
         hostname: hostname.clone(),
         statuses: StatusReporter::new(&hostname),
         calc: Calculator::new(&hostname),
-        firewall: Firewall::new(dataplane(&config)),
+        firewall: Firewall::new(dataplane(&config).map_err(anyhow::Error::msg)?),
         written: written.clone(),
         routing: Routing::new(netns.clone(), &config.interface_prefixes)
             .context("opening netlink")?,
@@ -208,7 +207,7 @@ pub async fn run(
     let mut report = ticker(config.reporting_interval);
     let mut heartbeat = ticker(HEARTBEAT);
     let mut first_report = true;
-    let mut drift_read: Option<JoinHandle<Result<KernelSnapshot, CommandError>>> = None;
+    let mut drift_read: Option<JoinHandle<Result<BackendSnapshot, DataplaneError>>> = None;
     loop {
         tokio::select! {
             event = watch.next() => {
@@ -225,7 +224,13 @@ pub async fn run(
                     match reload(store, &config, &mut inputs, &mut warned).await {
                         Reload::Same => {}
                         Reload::Live(new) => {
-                            felix.firewall.replace(dataplane(&new));
+                            match dataplane(&new) {
+                                Ok(backend) => felix.firewall.replace(backend),
+                                Err(error) => tracing::error!(
+                                    "the new configuration cannot be applied, the firewall \
+                                     stays as it is: {error}"
+                                ),
+                            }
                             refresh = ticker(new.iptables_refresh);
                             route_refresh = ticker(new.route_refresh);
                             config = *new;
@@ -295,7 +300,8 @@ pub async fn run(
                 }
             }
             _ = report.tick() => {
-                let status = status_json(started.elapsed(), first_report);
+                let status =
+                    status_json(started.elapsed(), first_report, felix.firewall.backend().name());
                 let key = format!("/calico/felix/v1/host/{hostname}/status");
                 match store.put_with_ttl(&key, &status, config.reporting_ttl).await {
                     Ok(_) => first_report = false,
@@ -581,10 +587,11 @@ impl Felix<'_> {
             }
             Outcome::Failed(error) => {
                 tracing::error!("programming the firewall failed (will retry): {error}");
-                self.metrics.failed(tool_of(&error.command));
+                self.metrics.failed(tool_of(&error));
             }
         }
         self.metrics.count_written(&self.written);
+        self.metrics.set_backend(self.firewall.backend().name());
         if self.stale.routes {
             match self.routing.sync(self.calc.state()).await {
                 Ok(changed) => {
@@ -627,7 +634,7 @@ impl Felix<'_> {
     /// routes are checked on the same beat.
     async fn repair_drift(
         &mut self,
-        read: Result<Result<KernelSnapshot, CommandError>, JoinError>,
+        read: Result<Result<BackendSnapshot, DataplaneError>, JoinError>,
     ) {
         self.program().await;
         match read {
@@ -638,7 +645,7 @@ impl Felix<'_> {
                 }
                 Outcome::Failed(error) => {
                     tracing::error!("repairing drift failed (a full sync follows): {error}");
-                    self.metrics.failed(tool_of(&error.command));
+                    self.metrics.failed(tool_of(&error));
                 }
                 _ => {}
             },
@@ -646,7 +653,7 @@ impl Felix<'_> {
                 tracing::error!(
                     "reading the firewall for the drift check failed (will retry): {error}"
                 );
-                self.metrics.failed(tool_of(&error.command));
+                self.metrics.failed(tool_of(&error));
             }
             Err(error) => tracing::error!("the drift check's reader stopped: {error}"),
         }
@@ -655,8 +662,12 @@ impl Felix<'_> {
     }
 }
 
-/// `iptables`, `ipset`, ... from a failed command line.
-fn tool_of(command: &str) -> &'static str {
+/// `iptables`, `ipset`, `nftables`, ... from a failure of the firewall.
+fn tool_of(error: &DataplaneError) -> &'static str {
+    let command = match error {
+        DataplaneError::Iptables(error) => &error.command,
+        DataplaneError::Nftables(_) => return "nftables",
+    };
     let program = command.split_whitespace().next().unwrap_or("");
     if program.starts_with("ip6tables") || program.starts_with("iptables") {
         "iptables"
@@ -676,13 +687,16 @@ fn is_config(key: &Key, hostname: &str) -> bool {
     }
 }
 
-/// `{"time": ..., "uptime": ..., "first_update": ...}` as Felix 1.x wrote it.
-fn status_json(uptime: Duration, first_update: bool) -> String {
-    format!(
-        r#"{{"time": "{}", "uptime": {:.1}, "first_update": {first_update}}}"#,
-        rfc3339(SystemTime::now()),
-        uptime.as_secs_f64()
-    )
+/// `{"time": ..., "uptime": ..., "first_update": ...}` as Felix 1.x wrote it, and the firewall
+/// backend that runs.
+fn status_json(uptime: Duration, first_update: bool, dataplane: &str) -> String {
+    let status = calico_model::status::FelixStatus {
+        time: rfc3339(SystemTime::now()),
+        uptime: (uptime.as_secs_f64() * 10.0).round() / 10.0,
+        first_update,
+        dataplane: Some(dataplane.to_owned()),
+    };
+    serde_json::to_string(&status).expect("a status serializes")
 }
 
 /// `2016-06-01T12:00:00Z` for a time (UTC, whole seconds).

@@ -125,6 +125,7 @@ const PARAMS: &[Param] = &[
     param("PrometheusMetricsEnabled", "false"),
     param("PrometheusMetricsPort", "9091"),
     param("FanoutAddr", ""),
+    param("NFTablesMode", "Disabled"),
 ];
 
 /// What Felix needs before it can read etcd.
@@ -167,10 +168,36 @@ pub struct Config {
     pub metrics_port: u16,
     /// `host:port` of a `calico-fanout` to read the watches from, instead of etcd.
     pub fanout_addr: Option<String>,
+    /// Which firewall backend programs the kernel (`NFTablesMode`).
+    pub nftables_mode: NftablesMode,
     /// Each parameter's final value and where it came from, for the start-up log.
     pub report: Vec<(&'static str, String, Source)>,
     /// Invalid values found in etcd and treated as missing, one warning line each.
     pub warnings: Vec<String>,
+}
+
+/// `NFTablesMode`: whether Felix programs nf_tables directly (`Enabled`), through iptables
+/// and IP sets (`Disabled`, the default), or nf_tables where the kernel has it (`Auto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NftablesMode {
+    Enabled,
+    Disabled,
+    Auto,
+}
+
+impl std::str::FromStr for NftablesMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.to_ascii_lowercase().as_str() {
+            "enabled" => Ok(NftablesMode::Enabled),
+            "disabled" => Ok(NftablesMode::Disabled),
+            "auto" => Ok(NftablesMode::Auto),
+            _ => Err(format!(
+                "invalid NFTablesMode {text:?}: expected Enabled, Disabled or Auto"
+            )),
+        }
+    }
 }
 
 /// Resolves parameters across the places.
@@ -409,6 +436,7 @@ impl Config {
             metrics_enabled: t.parse("PrometheusMetricsEnabled", boolean)?,
             metrics_port: t.parse("PrometheusMetricsPort", port)?,
             fanout_addr: t.parse("FanoutAddr", fanout_addr)?,
+            nftables_mode: t.parse("NFTablesMode", str::parse)?,
             report: Vec::new(),
             warnings: Vec::new(),
         };
@@ -494,6 +522,7 @@ impl Config {
             ),
             ("DropActionOverride", self.drop_action != new.drop_action),
             ("MetadataAddr", self.metadata_addr != new.metadata_addr),
+            ("NFTablesMode", self.nftables_mode != new.nftables_mode),
             ("MetadataPort", self.metadata_port != new.metadata_port),
             (
                 "FailsafeInboundHostPorts",

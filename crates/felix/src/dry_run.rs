@@ -1,16 +1,18 @@
 //! `calico-felix --dry-run`: what Felix would program on this host, printed instead of applied.
 //! It reads the datastore snapshot (`/calico/v1/`) into a [`Calculator`], reads this host's
-//! interfaces, Calico routes and neighbours, and prints the `ipset restore` and
-//! `iptables-restore` input a full sync would load and the routing plan
+//! interfaces, Calico routes and neighbours, and prints what a full sync would load into the
+//! firewall backend `NFTablesMode` chooses (the `ipset restore` and `iptables-restore` input,
+//! or the `nft -f` script of the table `inet calico`) and the routing plan
 //! ([`calico_dataplane::RoutingPlan`]). Nothing in the kernel or the datastore is changed.
 
 use std::fmt::Write;
 
 use anyhow::Context;
 use calico_calc::{Applied, Calculator, DesiredState};
+use calico_dataplane::nft::{NftRenderer, plan};
 use calico_dataplane::{
-    FilterTable, IpVersion, RenderConfig, Routing, kernel_jumps, render_ipsets, render_nat,
-    render_pool_ipsets, render_raw,
+    BackendKind, FilterTable, IpVersion, RenderConfig, Routing, calico_table, kernel_jumps,
+    render_ipsets, render_nat, render_pool_ipsets, render_raw,
 };
 use calico_datastore::Datastore;
 use calico_linux::Netns;
@@ -44,6 +46,10 @@ pub async fn report(
             tracing::warn!("{}", calico_model::invalid_warning(&pair.key, &reason));
         }
     }
+    let backend = crate::backend::choose(config.nftables_mode, || {
+        calico_linux::nft::probe(&netns).map_err(|e| e.to_string())
+    })
+    .map_err(anyhow::Error::msg)?;
     let routing = Routing::new(netns, &config.interface_prefixes).context("opening netlink")?;
     // Host endpoints given by their addresses apply to the interfaces holding them.
     calc.set_interface_addresses(
@@ -52,7 +58,15 @@ pub async fn report(
             .await
             .context("reading interface addresses")?,
     );
-    out.push_str(&firewall(calc.state(), &config.render()));
+    let _ = writeln!(
+        out,
+        "# firewall backend: {} ({})",
+        backend.kind, backend.reason
+    );
+    out.push_str(&match backend.kind {
+        BackendKind::Iptables => firewall(calc.state(), &config.render()),
+        BackendKind::Nftables => nft_script(calc.state(), &config.render()),
+    });
     let (kernel, plan) = routing
         .dry_run(calc.state())
         .await
@@ -66,6 +80,17 @@ pub async fn report(
         let _ = writeln!(out, "{line}");
     }
     Ok(out)
+}
+
+/// What a full sync writes into an empty nf_tables: the table `inet calico`, as `nft -f` reads
+/// it.
+pub fn nft_script(state: &DesiredState, config: &RenderConfig) -> String {
+    let mut renderer = NftRenderer::new(config.clone());
+    let (batch, _) = plan::reconcile(None, renderer.render_all(state), |_| false);
+    format!(
+        "# nft -f (one transaction)\n{}",
+        batch.script(&calico_table())
+    )
 }
 
 /// What a full sync loads, per IP version: the IP sets, then the filter, nat and raw tables.

@@ -1,4 +1,4 @@
-//! When Felix programs the firewall (iptables and IP sets) and how much: nothing until the
+//! When Felix programs the firewall (iptables and IP sets, or nf_tables) and how much: nothing until the
 //! datastore snapshot is in, a full sync first and after any failure, then only the
 //! calculator's changes, and a periodic check that rewrites only what drifted (the kernel is
 //! read off the update path: [`Firewall::reader`], then [`Firewall::repair_drift`]). The outcome of each step
@@ -15,8 +15,7 @@
 use std::time::{Duration, Instant};
 
 use calico_calc::{Changes, DesiredState};
-use calico_dataplane::{Dataplane, KernelReader, KernelSnapshot, Repairs};
-use calico_linux::CommandError;
+use calico_dataplane::{Backend, BackendReader, BackendSnapshot, DataplaneError, Repairs};
 
 /// Where the firewall stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,18 +40,18 @@ pub enum Outcome {
     /// A batch of changes was applied.
     Applied { took: Duration },
     /// The kernel refused; a full sync is due.
-    Failed(CommandError),
+    Failed(DataplaneError),
 }
 
 /// The dataplane and where it stands.
 #[derive(Debug)]
 pub struct Firewall {
-    dataplane: Dataplane,
+    dataplane: Backend,
     stage: Stage,
 }
 
 impl Firewall {
-    pub fn new(dataplane: Dataplane) -> Firewall {
+    pub fn new(dataplane: Backend) -> Firewall {
         Firewall {
             dataplane,
             stage: Stage::AwaitingSnapshot,
@@ -77,8 +76,13 @@ impl Firewall {
         }
     }
 
+    /// Which backend programs the kernel.
+    pub fn backend(&self) -> calico_dataplane::BackendKind {
+        self.dataplane.kind()
+    }
+
     /// A new configuration: the new dataplane takes over with a full sync.
-    pub fn replace(&mut self, dataplane: Dataplane) {
+    pub fn replace(&mut self, dataplane: Backend) {
         self.dataplane = dataplane;
         self.needs_full_sync();
     }
@@ -103,13 +107,13 @@ impl Firewall {
 
     /// A reader for the periodic drift check, to run off the update path; only when in step
     /// (otherwise a full sync is due anyway).
-    pub fn reader(&self) -> Option<KernelReader> {
+    pub fn reader(&self) -> Option<BackendReader> {
         (self.stage == Stage::InStep).then(|| self.dataplane.reader())
     }
 
     /// The second half of the drift check: rewrites only what drifted since the snapshot's
     /// chains and sets were last known good.
-    pub fn repair_drift(&mut self, snapshot: &KernelSnapshot, state: &DesiredState) -> Outcome {
+    pub fn repair_drift(&mut self, snapshot: &BackendSnapshot, state: &DesiredState) -> Outcome {
         if self.stage != Stage::InStep {
             return Outcome::Idle;
         }
@@ -147,8 +151,8 @@ impl Firewall {
 #[cfg(test)]
 mod tests {
     use calico_calc::Calculator;
-    use calico_dataplane::RenderConfig;
-    use calico_linux::fake::FakeKernel;
+    use calico_dataplane::{BackendKind, Dataplane, NftDataplane, RenderConfig, calico_table};
+    use calico_linux::fake::{FakeKernel, FakeNft};
     use calico_linux::{Family, FirewallTables, IpSets};
 
     use super::*;
@@ -158,17 +162,70 @@ mod tests {
     const DB: &str = "/calico/v1/host/h1/workload/k8s/ns.db/endpoint/eth0";
     const DB_BODY: &str = r#"{"state": "active", "name": "calidb", "profile_ids": ["db"], "ipv4_nets": ["10.0.0.2/32"]}"#;
 
+    fn iptables(kernel: &FakeKernel, nft: &FakeNft) -> Backend {
+        Backend::Iptables {
+            dataplane: Box::new(Dataplane::with_kernel(
+                Box::new(kernel.clone()),
+                Box::new(kernel.clone()),
+                RenderConfig::default(),
+            )),
+            other: Box::new(nft.clone()),
+        }
+    }
+
+    fn nftables(kernel: &FakeKernel, nft: &FakeNft) -> Backend {
+        Backend::Nftables {
+            dataplane: Box::new(NftDataplane::with_kernel(
+                Box::new(nft.clone()),
+                RenderConfig::default(),
+            )),
+            iptables: Box::new(kernel.clone()),
+            ipsets: Box::new(kernel.clone()),
+        }
+    }
+
     fn firewall() -> (Firewall, FakeKernel, Calculator) {
         let kernel = FakeKernel::new();
-        let dataplane = Dataplane::with_kernel(
-            Box::new(kernel.clone()),
-            Box::new(kernel.clone()),
-            RenderConfig::default(),
-        );
+        let nft = FakeNft::new(calico_table());
         let mut calc = Calculator::new("h1");
         calc.apply(WEB, Some(WEB_BODY));
         calc.apply(DB, Some(DB_BODY));
-        (Firewall::new(dataplane), kernel, calc)
+        (Firewall::new(iptables(&kernel, &nft)), kernel, calc)
+    }
+
+    #[test]
+    fn a_new_backend_takes_over_and_removes_the_other() {
+        let (mut firewall, kernel, mut calc) = firewall();
+        let nft = FakeNft::new(calico_table());
+        firewall.snapshot_received();
+        let changes = calc.take_changes();
+        firewall.program(calc.state(), &changes);
+        assert!(kernel.dump().contains(":cali-wi-caliweb"));
+
+        firewall.replace(nftables(&kernel, &nft));
+        assert_eq!(firewall.backend(), BackendKind::Nftables);
+        let none = calc.take_changes();
+        let Outcome::Synced { repairs, .. } = firewall.program(calc.state(), &none) else {
+            panic!("a new backend starts with a full sync");
+        };
+        let table = nft.snapshot().expect("the nftables backend made its table");
+        assert!(table.chains.contains_key("to-wl-caliweb"), "{table:?}");
+        assert!(
+            !kernel.dump().contains("cali"),
+            "the iptables backend's chains, jumps and sets are gone: {}",
+            kernel.dump()
+        );
+        assert!(
+            repairs
+                .stale_chains
+                .iter()
+                .any(|c| c.contains("cali-wi-caliweb"))
+        );
+
+        firewall.replace(iptables(&kernel, &nft));
+        firewall.program(calc.state(), &none);
+        assert!(kernel.dump().contains(":cali-wi-caliweb"));
+        assert_eq!(nft.snapshot(), None, "and back: the table is gone");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! updates into the calculator, changes into the dataplane, periodic repair, status).
 
 pub mod agent;
+pub mod backend;
 pub mod config;
 pub mod dry_run;
 pub mod encap;

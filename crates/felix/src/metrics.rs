@@ -44,6 +44,11 @@ pub struct Metrics {
     pub written_bytes: Family<ToolLabels, Counter>,
     /// iptables chains written (declared in restore input: written, flushed or deleted).
     pub written_chains: Counter,
+    /// Operations of nf_tables transactions written (rules, elements, chains, sets).
+    pub written_nft_ops: Counter,
+    /// 1 for the firewall backend that runs (`backend="iptables"` or `"nftables"`), 0 for the
+    /// other.
+    pub backend: Family<ToolLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -116,6 +121,18 @@ impl Metrics {
             "iptables chains written, flushed or deleted",
             written_chains.clone(),
         );
+        let written_nft_ops = Counter::default();
+        registry.register(
+            "dataplane_written_nft_ops",
+            "Operations of nf_tables transactions written (rules, elements, chains, sets)",
+            written_nft_ops.clone(),
+        );
+        let backend = Family::<ToolLabels, Gauge>::default();
+        registry.register(
+            "dataplane_backend",
+            "1 for the firewall backend that programs the kernel (iptables or nftables)",
+            backend.clone(),
+        );
         Metrics {
             registry: Arc::new(registry),
             updates,
@@ -128,6 +145,18 @@ impl Metrics {
             endpoints,
             written_bytes,
             written_chains,
+            written_nft_ops,
+            backend,
+        }
+    }
+
+    /// Says which firewall backend runs.
+    pub fn set_backend(&self, running: &str) {
+        for name in ["iptables", "nftables"] {
+            let labels = vec![("backend".to_owned(), name.to_owned())];
+            self.backend
+                .get_or_create(&labels)
+                .set(i64::from(name == running));
         }
     }
 
@@ -146,6 +175,7 @@ impl Metrics {
             catch_up(&self.written_bytes.get_or_create(&labels), total);
         }
         catch_up(&self.written_chains, &written.chains);
+        catch_up(&self.written_nft_ops, &written.nft_ops);
     }
 
     /// Counts a failure of `tool`.

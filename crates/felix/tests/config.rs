@@ -377,3 +377,30 @@ fn bad_values_in_etcd_are_treated_as_missing() {
     );
     assert!(config.warnings[1].contains("IptablesMarkMask \"0x1\" from etcd /calico/v1/config"));
 }
+
+#[test]
+fn nftables_mode_from_every_place_and_applied_live() {
+    use calico_felix::config::NftablesMode;
+    let default = Config::load(&Inputs::default(), "node1").unwrap();
+    assert_eq!(default.nftables_mode, NftablesMode::Disabled);
+    let env = Config::load(
+        &inputs(&[("FELIX_NFTABLESMODE", "enabled")], None, &[], &[]),
+        "n",
+    )
+    .unwrap();
+    assert_eq!(env.nftables_mode, NftablesMode::Enabled);
+    let host = Config::load(&inputs(&[], None, &[("NFTablesMode", "Auto")], &[]), "n").unwrap();
+    assert_eq!(host.nftables_mode, NftablesMode::Auto);
+    assert_eq!(default.live_changes(&host), ["NFTablesMode"]);
+    assert!(default.restart_needed(&host).is_empty());
+    let bad = Config::load(
+        &inputs(&[("FELIX_NFTABLESMODE", "yes")], None, &[], &[]),
+        "n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        bad.contains("NFTablesMode") && bad.contains("Enabled, Disabled or Auto"),
+        "{bad}"
+    );
+}

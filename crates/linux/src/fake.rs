@@ -15,6 +15,8 @@ use crate::command::CommandError;
 use crate::iptables::Family;
 use crate::seams::{FirewallTables, IpSets};
 
+pub use crate::nft::fake::FakeNft;
+
 /// One table: chain name → rules, each rule as written after `-A <chain> `.
 type Table = BTreeMap<String, Vec<String>>;
 

@@ -3,14 +3,16 @@
 //! (`ip netns exec <ns> …`), which is how tests and the lab drive a host. Routes, neighbours and
 //! links go over rtnetlink ([`Netlink`]), settings through `/proc/sys` ([`set_sysctl`]).
 //!
-//! The firewall is reached through two narrow traits, [`FirewallTables`] and [`IpSets`]; the
-//! [`fake`] module implements them in memory for tests that run without root.
+//! The firewall is reached through two narrow traits, [`FirewallTables`] and [`IpSets`], or,
+//! for the nftables backend, through [`nft::NfTables`] (nf_tables over netlink, [`nft::Nft`]);
+//! the [`fake`] module implements them in memory for tests that run without root.
 
 mod command;
 mod conntrack;
 pub mod fake;
 mod ipset;
 mod iptables;
+pub mod nft;
 mod rtnl;
 mod seams;
 mod sysctl;

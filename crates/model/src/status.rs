@@ -15,6 +15,10 @@ pub struct FelixStatus {
     /// True on the first report after a start.
     #[serde(default)]
     pub first_update: bool,
+    /// The firewall backend programming the host: `iptables` or `nftables` (absent in the
+    /// reports of Felixes that predate the choice, which all ran iptables).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataplane: Option<String>,
 }
 
 impl Validate for FelixStatus {

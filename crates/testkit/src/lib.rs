@@ -37,6 +37,7 @@ const PACKAGES: &[(&str, &str)] = &[
     ("birdc", "bird2"),
     ("iptables", "iptables"),
     ("ipset", "ipset"),
+    ("nft", "nftables"),
     ("iptables-restore", "iptables"),
     ("ip6tables-restore", "iptables"),
     ("iptables-save", "iptables"),

@@ -149,9 +149,10 @@ async fn datastore_part(
                 describe_report(&pair.value)
             )?;
             report["lastReport"] = match parse_value(&Key::parse(&status_key)?, &pair.value) {
-                Ok(Value::FelixStatus(s)) => {
-                    json!({ "time": s.time, "uptimeSecs": s.uptime, "raw": pair.value })
-                }
+                Ok(Value::FelixStatus(s)) => json!({
+                    "time": s.time, "uptimeSecs": s.uptime, "dataplane": s.dataplane,
+                    "raw": pair.value,
+                }),
                 _ => json!({ "time": null, "uptimeSecs": null, "raw": pair.value }),
             };
             true
@@ -196,7 +197,13 @@ fn describe_report(raw: &str) -> String {
         hostname: "h".to_owned(),
     };
     match parse_value(&key, raw) {
-        Ok(Value::FelixStatus(s)) => format!("{} (uptime {:.0}s)", s.time, s.uptime),
+        Ok(Value::FelixStatus(s)) => match s.dataplane {
+            Some(dataplane) => format!(
+                "{} (uptime {:.0}s, dataplane {dataplane})",
+                s.time, s.uptime
+            ),
+            None => format!("{} (uptime {:.0}s)", s.time, s.uptime),
+        },
         _ => format!("{raw} (unreadable)"),
     }
 }

@@ -1,0 +1,20 @@
+//! The nf_tables backend: the desired state as one `inet calico` table, programmed over
+//! netlink in transactions that name only what changed.
+//!
+//! - `names.rs`: what every chain, set and map is called (they say what they are for).
+//! - `rules.rs`: one Calico rule as nf_tables rules.
+//! - `tiers.rs`: a tier's policies dispatched by protocol and port, so that a new connection
+//!   visits only the policies that could match it.
+//! - `ruleset.rs`: the whole table, rendered incrementally by owner.
+//! - `plan.rs`: a change, or a read of the kernel, to one ordered transaction.
+//! - `driver.rs`: [`NftDataplane`], the same sync / apply / drift repair as the iptables driver.
+
+mod driver;
+pub mod names;
+pub mod plan;
+mod rules;
+mod ruleset;
+pub mod tiers;
+
+pub use driver::{NftDataplane, NftReader, NftSnapshot, calico_table};
+pub use ruleset::{Delta, NftChain, NftRenderer, NftSet, Ruleset};
