@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::help;
+use crate::resource::kind::Kind;
 
 /// Manage a Calico cluster through its datastore (etcd v3).
 ///
@@ -412,8 +413,9 @@ pub enum SelectorCommand {
 #[derive(Debug, Args)]
 pub struct GetArgs {
     /// A kind of resource (tier, policy, profile, workloadEndpoint, hostEndpoint, ipPool,
-    /// bgpPeer, node, felixConfig, ipamConfig; plurals and any case too), or a key or prefix of
-    /// the datastore (starting with /)
+    /// bgpPeer, node, felixConfig, ipamConfig; plurals, upstream's short names such as pol, wep,
+    /// ipp, and any case too), or a key or prefix of the datastore (starting with /)
+    #[arg(value_parser = TargetParser, hide_possible_values = true)]
     pub target: String,
     /// Only the resources of this name (metadata.name)
     pub name: Option<String>,
@@ -423,6 +425,31 @@ pub struct GetArgs {
     pub output: Option<Output>,
     #[command(flatten)]
     pub filter: ResourceFilter,
+}
+
+/// The TARGET of `get` and `delete`: any text (a kind in any spelling, or a key), whose possible
+/// values are the kinds' document spellings, so that shell completion offers them.
+#[derive(Debug, Clone, Copy)]
+pub struct TargetParser;
+
+impl clap::builder::TypedValueParser for TargetParser {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        command: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(command, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        let kinds = Kind::ALL.into_iter().map(|kind| kind.as_str().into());
+        Some(Box::new(kinds))
+    }
 }
 
 /// Narrows the resources a `get` or `delete KIND NAME` names.
@@ -459,6 +486,19 @@ pub struct FileArgs {
     /// `kind: List` with items
     #[arg(short, long)]
     pub filename: PathBuf,
+    #[command(flatten)]
+    pub txn: TxnArgs,
+}
+
+/// How many writes go in one etcd transaction.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct TxnArgs {
+    /// The most compares and writes per transaction: etcd's own --max-txn-ops (128 unless etcd
+    /// runs with another value; ETCD_MAX_TXN_OPS is etcd's variable for it). A file is written
+    /// in transactions of as many whole resources as fit, in the order of the file
+    #[arg(long, env = "ETCD_MAX_TXN_OPS", default_value_t = 128, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_txn_ops: u32,
 }
 
 #[derive(Debug, Args)]
@@ -483,19 +523,27 @@ pub struct ValueSource {
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
     /// A kind of resource (with NAME), or a key of the datastore (starting with /)
-    #[arg(required_unless_present = "filename", conflicts_with = "filename")]
+    #[arg(
+        required_unless_present = "filename",
+        conflicts_with = "filename",
+        value_parser = TargetParser,
+        hide_possible_values = true
+    )]
     pub target: Option<String>,
     /// The resource's metadata.name
     pub name: Option<String>,
     /// Delete the resources the documents of this file name ('-' for stdin)
     #[arg(short, long)]
     pub filename: Option<PathBuf>,
-    /// Delete every key that starts with KEY
+    /// Delete KEY and every key below it as a path: `--prefix /calico/v1/host/h2` takes
+    /// /calico/v1/host/h2/..., never /calico/v1/host/h22/... (a prefix ends at a /)
     #[arg(long)]
     pub prefix: bool,
     /// Report resources that do not exist instead of refusing the whole file
     #[arg(long)]
     pub skip_missing: bool,
+    #[command(flatten)]
+    pub txn: TxnArgs,
     #[command(flatten)]
     pub filter: ResourceFilter,
 }

@@ -49,8 +49,13 @@ pub const APPLY_EXAMPLES: &str = "Examples:
   calicoctl apply -f policy.yaml
   calicoctl get policy -o yaml > all.yaml && calicoctl apply -f all.yaml   # changes nothing
 
-Nothing is written if any document is invalid; the resources of a file are written in one
-transaction. See docs/resources.md for every kind and field.";
+  calicoctl apply -f profiles.yaml --max-txn-ops 512        # etcd runs with --max-txn-ops=512
+
+Nothing is written if any document is invalid or refused. The resources of a file are written
+in one transaction when they fit in etcd's --max-txn-ops (default 128), else in transactions of
+as many whole resources as fit, in file order; if one fails, the error says which documents
+were written and which were not. An empty List (the backup of a kind with no resources)
+changes nothing. See docs/resources.md for every kind and field.";
 
 pub const REPLACE_EXAMPLES: &str = "Examples:
   calicoctl replace -f policy.yaml";
@@ -60,14 +65,22 @@ pub const GET_EXAMPLES: &str = "Examples:
   calicoctl get policy web --tier my-tier -o yaml
   calicoctl get workloadEndpoint --node host1 -o wide
   calicoctl get ippools -o json
-  calicoctl get /calico/v1/policy/          # raw keys and values";
+  calicoctl get pols                        # upstream's short names: pol(s), pro(s), wep(s),
+                                            # hep(s), ipp(s), bgpp(s), bp(s), no(s)
+  calicoctl get /calico/v1/policy/          # raw keys and values
+
+-o yaml quotes every string a YAML 1.1 tool (PyYAML, Ansible) would read as something else
+(\"20:30\", \"yes\", \"on\", \"~\"), so a file edited through such a tool applies back the same.";
 
 pub const DELETE_EXAMPLES: &str = "Examples:
   calicoctl delete -f policy.yaml
   calicoctl delete policy web --tier my-tier
   calicoctl delete ipPool 10.65.0.0/16
   calicoctl delete /calico/v1/config/LogSeverityScreen
-  calicoctl delete --prefix /calico/v1/policy/tier/my-tier/";
+  calicoctl delete --prefix /calico/v1/policy/tier/my-tier   # the tier's keys, not my-tier2's
+  calicoctl delete -f profiles.yaml --max-txn-ops 512          # etcd runs with --max-txn-ops=512
+
+A prefix is a path: it ends at a /, so --prefix /calico/v1/host/h2 never deletes host h22's keys.";
 
 pub const PUT_EXAMPLES: &str = "Examples:
   calicoctl put /calico/v1/policy/tier/my-tier/metadata '{\"order\": 100}'

@@ -10,6 +10,7 @@
 //! | `commands` | one file per subcommand; each takes a datastore and a writer |
 //! | `v2`, `migrate` | reading etcd v2 (Calico 1.4) and the pure plan of `datastore migrate` |
 //! | `resource` | resource documents (`apply -f`, `get KIND`): kinds, their keys, parsing, tables |
+//! | `yaml` | YAML written so that YAML 1.1 readers read it the same; the nesting scan of input |
 
 pub mod cli;
 pub mod commands;
@@ -20,6 +21,7 @@ pub mod http;
 pub mod migrate;
 pub mod resource;
 pub mod v2;
+pub mod yaml;
 
 use std::process::ExitCode;
 

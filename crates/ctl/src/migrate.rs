@@ -52,6 +52,8 @@ pub struct Plan {
     pub invalid: Vec<Rejected>,
     /// Keys written with a TTL, not copied.
     pub with_ttl: Vec<Rejected>,
+    /// The v3 value of every key v3 holds with another value (`Action::Different`).
+    pub in_v3: BTreeMap<String, String>,
 }
 
 impl Plan {
@@ -80,7 +82,10 @@ impl Plan {
             let action = match v3.get(&leaf.key) {
                 None => Action::New,
                 Some(value) if *value == leaf.value => Action::Same,
-                Some(_) => Action::Different,
+                Some(value) => {
+                    plan.in_v3.insert(leaf.key.clone(), value.clone());
+                    Action::Different
+                }
             };
             plan.count(kind, action);
             plan.keys.push((leaf.key, leaf.value, action));
@@ -103,6 +108,12 @@ impl Plan {
             .iter()
             .filter(move |(_, _, a)| *a == action)
             .map(|(key, value, _)| (key.as_str(), value.as_str()))
+    }
+
+    /// The keys v3 holds with another value: key, the v2 value, the v3 value.
+    pub fn different(&self) -> impl Iterator<Item = (&str, &str, &str)> {
+        self.with(Action::Different)
+            .map(|(key, v2)| (key, v2, self.in_v3[key].as_str()))
     }
 
     /// The totals over every kind.
@@ -174,5 +185,14 @@ mod tests {
             plan.invalid
         );
         assert_eq!(plan.with_ttl.len(), 1);
+        let different: Vec<_> = plan.different().collect();
+        assert_eq!(
+            different,
+            [(
+                "/calico/v1/policy/tier/b/metadata",
+                r#"{"order": 2}"#,
+                r#"{"order": 3}"#
+            )]
+        );
     }
 }

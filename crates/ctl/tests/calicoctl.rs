@@ -151,6 +151,29 @@ fn delete_removes_a_key_and_a_prefix() {
     assert!(!refused.status.success());
 }
 
+/// A prefix ends at a `/`: deleting host h2's keys leaves host h22's alone, with or without the
+/// trailing slash.
+#[test]
+fn delete_prefix_stops_at_a_path_boundary() {
+    let ctl = Ctl::start();
+    let config = |host: &str| format!("/calico/v1/host/{host}/config/LogSeverityScreen");
+    for host in ["h2", "h22", "h2.example"] {
+        assert_ok(&ctl.run(&["put", &config(host), "info"]));
+    }
+    let out = ctl.run(&["delete", "--prefix", "/calico/v1/host/h2"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out).trim(), "deleted 1 keys");
+    let left = ctl.etcdctl(&["get", "--prefix", "--keys-only", "/calico/v1/host/"]);
+    let left: Vec<String> = stdout(&left)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(left, [config("h2.example"), config("h22")]);
+    let out = ctl.run(&["delete", "--prefix", "/calico/v1/host/h22/"]);
+    assert_eq!(stdout(&out).trim(), "deleted 1 keys");
+    assert_ok(&ctl.run(&["get", &config("h2.example")]));
+}
+
 #[test]
 fn every_example_bundle_loads_and_get_json_round_trips() {
     let ctl = Ctl::start();

@@ -50,3 +50,39 @@ fn bash_completion_offers_subcommands_and_flags() {
     assert_eq!(complete(&script, &["calicoctl", "dia"]), "diags");
     assert!(complete(&script, &["calicoctl", "datastore", "migrate", "--"]).contains("--from-v2"));
 }
+
+/// `calicoctl get <TAB>` offers the kinds (as documents spell them), not only flags.
+#[test]
+fn bash_completion_offers_kinds_after_get_and_delete() {
+    require_tool("bash");
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let out = Command::new(env!("CARGO_BIN_EXE_calicoctl"))
+        .args(["completion", "bash"])
+        .output()
+        .expect("calicoctl runs");
+    assert!(out.status.success());
+    let script = dir.path().join("calicoctl.bash");
+    std::fs::write(&script, &out.stdout).expect("script written");
+    let script = script.to_string_lossy();
+    let offered = complete(&script, &["calicoctl", "get", ""]);
+    let words: Vec<&str> = offered.split(' ').collect();
+    for kind in [
+        "tier",
+        "policy",
+        "profile",
+        "workloadEndpoint",
+        "hostEndpoint",
+        "ipPool",
+        "bgpPeer",
+        "node",
+        "felixConfig",
+        "ipamConfig",
+    ] {
+        assert!(words.contains(&kind), "{kind} not offered: {offered}");
+    }
+    assert_eq!(
+        complete(&script, &["calicoctl", "get", "wor"]),
+        "workloadEndpoint"
+    );
+    assert_eq!(complete(&script, &["calicoctl", "delete", "ipP"]), "ipPool");
+}

@@ -221,6 +221,13 @@ fn newer_v3_data_is_kept_unless_forced() {
         refused.contains("refused: 1 keys hold other (newer) values"),
         "{refused}"
     );
+    // Both values, so that --force can be decided.
+    assert!(
+        refused.contains(&format!(
+            "  {tier}\n    v2: {{\"order\": 100}}\n    v3: {{\"order\": 50}}\n"
+        )),
+        "{refused}"
+    );
     assert_eq!(
         v3_count(&v3),
         1,
@@ -319,5 +326,9 @@ fn migrate_json_report_for_scripts() {
     assert_eq!(v["outcome"], "refused");
     assert_eq!(v["keysWritten"], 0);
     assert_eq!(v["different"], serde_json::json!([key]));
+    assert_eq!(
+        v["differentValues"],
+        serde_json::json!([{"key": key, "v2": "true", "v3": "{}"}])
+    );
     assert_eq!(v["total"]["different"], 1);
 }

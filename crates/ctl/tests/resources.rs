@@ -2,9 +2,9 @@
 //! replace, delete (-f and KIND NAME), get as table, wide, yaml and json, and every refusal.
 //! The revision etcd reports shows what was (not) written.
 
-use std::process::{Command, Output};
+mod common;
 
-use calico_testkit::{EtcdServer, output_with_stdin, require_tool};
+use common::{Ctl, doc};
 
 /// One document of every kind (docs/resources.md shows the same).
 const EVERY_KIND: &str = include_str!("resources/every-kind.yaml");
@@ -22,85 +22,6 @@ const KINDS: [&str; 10] = [
     "ipamConfig",
 ];
 
-struct Ctl {
-    etcd: EtcdServer,
-}
-
-impl Ctl {
-    fn start() -> Self {
-        Self {
-            etcd: EtcdServer::start(),
-        }
-    }
-
-    fn stdin(&self, args: &[&str], stdin: &str) -> Output {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_calicoctl"));
-        command
-            .env("ETCD_ENDPOINTS", self.etcd.endpoint())
-            .args(args);
-        output_with_stdin(&mut command, stdin)
-    }
-
-    #[track_caller]
-    fn ok(&self, args: &[&str], stdin: &str) -> String {
-        let out = self.stdin(args, stdin);
-        assert!(
-            out.status.success(),
-            "calicoctl {args:?} failed:\n{}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        text(&out.stdout)
-    }
-
-    /// Runs a command that must fail; returns its stderr.
-    #[track_caller]
-    fn fails(&self, args: &[&str], stdin: &str) -> String {
-        let out = self.stdin(args, stdin);
-        assert!(
-            !out.status.success(),
-            "calicoctl {args:?} succeeded:\n{}",
-            text(&out.stdout)
-        );
-        text(&out.stderr)
-    }
-
-    fn etcdctl(&self, args: &[&str]) -> String {
-        require_tool("etcdctl");
-        let out = Command::new("etcdctl")
-            .env("ETCDCTL_API", "3")
-            .arg("--endpoints")
-            .arg(self.etcd.endpoint())
-            .args(args)
-            .output()
-            .expect("etcdctl runs");
-        text(&out.stdout)
-    }
-
-    /// etcd's revision: it moves with every write.
-    fn revision(&self) -> String {
-        let status = self.etcdctl(&["endpoint", "status", "-w", "json"]);
-        let at = status
-            .find("\"revision\":")
-            .expect("etcdctl reports the revision");
-        status[at..].split([',', '}']).next().unwrap().to_owned()
-    }
-
-    fn value(&self, key: &str) -> String {
-        self.etcdctl(&["get", key, "--print-value-only"])
-            .trim_end()
-            .to_owned()
-    }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn doc(kind: &str, metadata: &str, spec: &str) -> String {
-    format!("apiVersion: projectcalico.org/v1\nkind: {kind}\nmetadata: {metadata}\nspec: {spec}\n")
-}
-
 #[test]
 fn every_kind_is_created_in_one_transaction_listed_and_round_trips_unchanged() {
     let ctl = Ctl::start();
@@ -108,18 +29,7 @@ fn every_kind_is_created_in_one_transaction_listed_and_round_trips_unchanged() {
     let out = ctl.ok(&["create", "-f", "-"], EVERY_KIND);
     assert_eq!(out.lines().count(), 12, "{out}");
     assert!(out.lines().all(|line| line.ends_with(" created")), "{out}");
-    let after = ctl.revision();
-    assert_ne!(before, after);
-    let one_more = |rev: &str| {
-        rev.trim_start_matches("\"revision\":")
-            .parse::<u64>()
-            .unwrap()
-    };
-    assert_eq!(
-        one_more(&after),
-        one_more(&before) + 1,
-        "one transaction for the file"
-    );
+    assert_eq!(ctl.revision(), before + 1, "one transaction for the file");
 
     // The seed keys, in the seed form.
     assert_eq!(

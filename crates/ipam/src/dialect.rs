@@ -3,7 +3,7 @@
 //!
 //! | field | Calico 1.4 (libcalico 0.15) writes | we write (new blocks) |
 //! | --- | --- | --- |
-//! | no affinity | `"affinity": ""` | `"affinity": null` |
+//! | no affinity | `"affinity": ""` (also once a 1.4 block gives its host up) | `"affinity": null` |
 //! | strict flag | `"strict_affinity": true\|false` | `"strictAffinity": true` (absent when false) |
 //! | attribute's handle | `"handle_id": "<id>"\|null`, `"secondary": {…}` always | `"primary": "<id>"`, `"secondary"` when set |
 //! | free-address order | `"unallocated": [ordinals]` | the same |
@@ -36,6 +36,16 @@ pub struct Dialect {
     extra: Map<String, Value>,
     /// The attributes as read, each with the model's view of it.
     raw_attributes: Vec<(AllocationAttribute, Value)>,
+}
+
+impl Dialect {
+    /// Whether the block was written by Calico 1.4: any of its spellings says so (1.4 always
+    /// writes `strict_affinity`, and `handle_id` in every attribute). A 1.4 block that loses its
+    /// host is written `"affinity": ""` even when it was read with a host, so that it never
+    /// mixes the two dialects.
+    fn calico_1_4(&self) -> bool {
+        self.empty_affinity || self.snake_strict || self.handle_id
+    }
 }
 
 /// Reads a block in either dialect and validates it; the error names the field.
@@ -226,7 +236,7 @@ pub fn complete_unallocated(block: &mut AllocationBlock) {
 pub fn render_block(block: &AllocationBlock, dialect: &Dialect) -> String {
     let mut out = Map::new();
     out.insert("cidr".into(), Value::String(block.cidr.to_string()));
-    let affinity = match (&block.affinity, dialect.empty_affinity) {
+    let affinity = match (&block.affinity, dialect.calico_1_4()) {
         (Some(affinity), _) => Value::String(affinity.clone()),
         (None, true) => Value::String(String::new()),
         (None, false) => Value::Null,
@@ -316,6 +326,17 @@ mod tests {
         assert_eq!(block.attributes[0].secondary.as_ref().unwrap()["n"], "1.5");
         let written: Value = serde_json::from_str(&render_block(&block, &dialect)).unwrap();
         assert_eq!(written, serde_json::from_str::<Value>(CALICO_1_4).unwrap());
+    }
+
+    #[test]
+    fn a_calico_1_4_block_that_gives_its_host_up_says_so_in_1_4_spelling() {
+        let with_host = CALICO_1_4.replace(r#""affinity": """#, r#""affinity": "host:node1""#);
+        let (mut block, dialect) = parse_block(&with_host).unwrap();
+        block.affinity = None;
+        let written: Value = serde_json::from_str(&render_block(&block, &dialect)).unwrap();
+        assert_eq!(written["affinity"], "");
+        assert_eq!(written["strict_affinity"], true);
+        assert!(written.get("strictAffinity").is_none(), "{written}");
     }
 
     #[test]

@@ -141,6 +141,36 @@ async fn rewritten_calico_1_4_blocks_keep_their_dialect_and_order() {
     assert!(!in_block(got.ipv4[0], "10.65.0.64/26"));
 }
 
+/// A used 1.4 block whose host gives it up (`ipam block release`, `ipam release --host-gone`,
+/// `node remove`) keeps its addresses and is written back in 1.4's spelling: `"affinity": ""`
+/// beside `strict_affinity` and `handle_id`, never our `null`.
+#[tokio::test]
+async fn a_used_calico_1_4_block_given_up_by_its_host_stays_in_1_4_spelling() {
+    let c = calico_1_4_cluster().await;
+    let cidr: ipnet::IpNet = "10.65.0.64/26".parse().unwrap();
+    let outcome = c.ipam.release_affinity(cidr, "node1").await.unwrap();
+    assert_eq!(outcome, calico_ipam::AffinityOutcome::Released);
+    let stored = c.json(&block_key("10.65.0.64/26")).await.unwrap();
+    assert_golden(&stored, "calico-1.4/strict-block.after-release.json");
+    assert!(c.keys("/calico/ipam/v2/host/node1/").await.is_empty());
+
+    // The same through a host that is gone: node2's block from before 0.15.
+    let outcomes = c.ipam.release_host_affinities("node2", true).await.unwrap();
+    assert_eq!(
+        outcomes,
+        [(
+            "10.65.0.128/26".parse().unwrap(),
+            calico_ipam::AffinityOutcome::Released
+        )]
+    );
+    let stored = c.json(&block_key("10.65.0.128/26")).await.unwrap();
+    assert_eq!(stored["affinity"], "", "{stored}");
+    assert!(stored.get("strictAffinity").is_none(), "{stored}");
+    // Read back, both are blocks of no host with their addresses.
+    let report = c.ipam.check().await.unwrap();
+    assert!(report.invalid.is_empty(), "{:?}", report.invalid);
+}
+
 #[tokio::test]
 async fn a_strict_calico_1_4_block_is_neither_borrowed_from_nor_assigned_into_by_another_host() {
     let c = cluster(&["10.65.0.64/26"]).await; // one block: node1's strict one

@@ -101,7 +101,11 @@ fn report_json(plan: &Plan, outcome: &str, written: usize) -> serde_json::Value 
         .iter()
         .map(|(kind, c)| ((*kind).to_owned(), counts(c)))
         .collect();
-    let different: Vec<&str> = plan.with(Action::Different).map(|(k, _)| k).collect();
+    let different: Vec<&str> = plan.different().map(|(k, _, _)| k).collect();
+    let values: Vec<serde_json::Value> = plan
+        .different()
+        .map(|(key, v2, v3)| json!({ "key": key, "v2": v2, "v3": v3 }))
+        .collect();
     json!({
         "outcome": outcome,
         "keysWritten": written,
@@ -110,6 +114,7 @@ fn report_json(plan: &Plan, outcome: &str, written: usize) -> serde_json::Value 
         "invalid": rejected(&plan.invalid),
         "withTtl": rejected(&plan.with_ttl),
         "different": different,
+        "differentValues": values,
     })
 }
 
@@ -181,11 +186,14 @@ fn report(plan: &Plan, out: &mut impl Write) -> std::io::Result<()> {
     )?;
     rejected(out, "invalid, not copied", &plan.invalid)?;
     rejected(out, "with a TTL, not copied", &plan.with_ttl)?;
-    let different: Vec<&str> = plan.with(Action::Different).map(|(k, _)| k).collect();
+    let different: Vec<_> = plan.different().collect();
     if !different.is_empty() {
         writeln!(out, "different in v3 ({}):", different.len())?;
-        for key in different {
-            writeln!(out, "  {key}")?;
+        for (key, v2, v3) in different {
+            // The exact texts (a difference may be only in spacing); lines of a multi-line
+            // value are indented under it.
+            let shown = |value: &str| value.trim_end().replace('\n', "\n        ");
+            writeln!(out, "  {key}\n    v2: {}\n    v3: {}", shown(v2), shown(v3))?;
         }
     }
     Ok(())

@@ -1,5 +1,6 @@
 //! `calicoctl delete KEY [--prefix]`. Deleting needs no validation (removing an invalid object
-//! is how an operator cleans up), but a prefix delete must stay inside the Calico tree.
+//! is how an operator cleans up), but a prefix delete must stay inside the Calico tree, and a
+//! prefix is a path: `--prefix /calico/v1/host/h2` is the key `h2` and every key below `h2/`.
 //! (`delete -f FILE` and `delete KIND NAME`, for resources, are `resource::delete`.)
 
 use std::io::Write;
@@ -23,7 +24,15 @@ pub async fn run(
     };
     if args.prefix {
         check_prefix(key)?;
-        let count = store.delete_prefix(key).await?;
+        // A prefix is a path: it ends at a `/`, so /calico/v1/host/h2 never takes h22's keys.
+        let below = match key.ends_with('/') {
+            true => key.to_owned(),
+            false => format!("{key}/"),
+        };
+        let mut count = store.delete_prefix(&below).await?;
+        if !key.ends_with('/') && store.delete(key).await? {
+            count += 1;
+        }
         writeln!(out, "deleted {count} keys")?;
         return Ok(ExitCode::SUCCESS);
     }

@@ -33,7 +33,7 @@ pub fn print_report(
     out: &mut impl std::io::Write,
 ) -> anyhow::Result<()> {
     match format {
-        Output::Yaml => write!(out, "---\n{}", serde_yaml_ng::to_string(report)?)?,
+        Output::Yaml => out.write_all(crate::yaml::document(report).as_bytes())?,
         _ => writeln!(out, "{}", serde_json::to_string_pretty(report)?)?,
     }
     Ok(())

@@ -3,10 +3,15 @@
 //!
 //! A file is handled in three passes, so that nothing is written unless everything can be:
 //! every document is validated (all problems reported), then every resource is checked against
-//! the datastore (create refuses what exists, replace and delete what does not), then all the
-//! writes go in one transaction conditional on the keys being as read.
+//! the datastore (create refuses what exists, replace and delete what does not), then the writes
+//! go in transactions conditional on the keys being as read: one when they fit in etcd's
+//! operation limit, else as many whole resources per transaction as fit, in the order of the
+//! file. A transaction that fails stops the command, which says which resources were written
+//! (those before it) and which were not (it and those after).
 
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
+use std::ops::Range;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail};
@@ -19,7 +24,7 @@ use crate::cli::{DeleteArgs, FileArgs, GetArgs, Output, ResourceFilter};
 use crate::resource::id::Id;
 use crate::resource::kind::Kind;
 use crate::resource::parse::{self, Document};
-use crate::resource::store::{self, Change, Mode};
+use crate::resource::store::{self, Change, Mode, Snapshot};
 use crate::resource::{Resource, describe, list, table};
 
 /// `create`, `apply` or `replace -f FILE`.
@@ -30,9 +35,12 @@ pub async fn write(
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
     let documents = parse::parse(&read_file(&args.filename)?)?;
+    if documents.is_empty() {
+        return nothing_to_change(out);
+    }
     let resources = validate(&documents, true)?;
     let changes = plan(store, mode, &resources).await?;
-    commit(store, &changes, out).await
+    commit(store, &changes, args.txn.max_txn_ops as usize, out).await
 }
 
 /// `delete -f FILE` or `delete KIND NAME`.
@@ -45,12 +53,21 @@ pub async fn delete(
         skip_missing: args.skip_missing,
     };
     let resources = match &args.filename {
-        Some(path) => validate(&parse::parse(&read_file(path)?)?, false)?,
+        Some(path) => match parse::parse(&read_file(path)?)? {
+            documents if documents.is_empty() => return nothing_to_change(out),
+            documents => validate(&documents, false)?,
+        },
         None => vec![named(store, args).await?],
     };
     let changes = plan(store, mode, &resources).await?;
     check_tiers(store, &changes).await?;
-    commit(store, &changes, out).await
+    commit(store, &changes, args.txn.max_txn_ops as usize, out).await
+}
+
+/// A `List` without items (what `get KIND -o yaml` prints when there are none): said, exit 0.
+fn nothing_to_change(out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    writeln!(out, "the input lists no resources: nothing to change")?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `get KIND [NAME]`.
@@ -79,7 +96,7 @@ pub async fn get(
         Output::Table => out.write_all(table::render(kind, &documents, false).as_bytes())?,
         Output::Wide => out.write_all(table::render(kind, &documents, true).as_bytes())?,
         // Starting with `---`, outputs can be concatenated into one file of documents.
-        Output::Yaml => write!(out, "---\n{}", serde_yaml_ng::to_string(&as_document())?)?,
+        Output::Yaml => out.write_all(crate::yaml::document(&as_document()).as_bytes())?,
         Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&as_document())?)?,
         Output::Text => bail!("-o text is for keys; resources print as table, wide, yaml or json"),
     }
@@ -110,17 +127,20 @@ fn selects(id: &Id, name: Option<&str>, filter: &ResourceFilter) -> bool {
 /// Validates every document; reports every problem and fails if there is one.
 fn validate(documents: &[Document], with_spec: bool) -> anyhow::Result<Vec<Resource>> {
     let mut resources: Vec<Resource> = Vec::new();
+    let mut seen: HashMap<Id, usize> = HashMap::new();
     let mut problems = Vec::new();
     for document in documents {
         match Resource::from_document(document, with_spec) {
-            Ok(resource) => match resources.iter().find(|r| r.id == resource.id) {
+            Ok(resource) => match seen.get(&resource.id) {
                 Some(first) => problems.push(format!(
-                    "document {}: {} is also document {}: a file names a resource once",
+                    "document {}: {} is also document {first}: a file names a resource once",
                     resource.index,
                     describe(&resource.id),
-                    first.index
                 )),
-                None => resources.push(resource),
+                None => {
+                    seen.insert(resource.id.clone(), resource.index);
+                    resources.push(resource);
+                }
             },
             Err(err) => problems.push(err.to_string()),
         }
@@ -145,10 +165,11 @@ async fn plan(
     mode: Mode,
     resources: &[Resource],
 ) -> anyhow::Result<Vec<Change>> {
+    let snapshot = Snapshot::read(store, resources).await?;
     let mut changes = Vec::new();
     let mut problems = Vec::new();
     for resource in resources {
-        match store::plan(store, mode, resource).await {
+        match store::plan(&snapshot, mode, resource) {
             Ok(change) => changes.push(change),
             Err(err) => problems.push(format!("document {}: {err:#}", resource.index)),
         }
@@ -157,16 +178,93 @@ async fn plan(
     Ok(changes)
 }
 
+/// Writes the changes transaction by transaction and prints each resource's outcome; when a
+/// transaction fails, prints the outcomes of the resources before it (written) and fails
+/// naming the documents not written.
 async fn commit(
     store: &dyn Datastore,
     changes: &[Change],
+    limit: usize,
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
-    store::write(store, changes).await?;
-    for change in changes {
-        writeln!(out, "{} {}", describe(&change.id), change.outcome)?;
+    let batches = store::batches(changes, limit);
+    for (number, batch) in batches.iter().enumerate() {
+        let written = store::write(store, &changes[batch.clone()]).await;
+        if let Ok(true) = written {
+            continue;
+        }
+        out.write_all(outcomes(&changes[..batch.start]).as_bytes())?;
+        let which = match batches.len() {
+            1 => String::new(),
+            n => format!("transaction {} of {n} ", number + 1),
+        };
+        bail!("{which}{}", partial(changes, batch, written, limit));
     }
+    out.write_all(outcomes(changes).as_bytes())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Why the transaction of `changes[batch]` did not write (`written`: its conditions failed, or
+/// an error), and what that leaves: the resources before it done, it and those after not.
+fn partial(
+    changes: &[Change],
+    batch: &Range<usize>,
+    written: anyhow::Result<bool>,
+    limit: usize,
+) -> String {
+    let (first, last) = (&changes[batch.start], &changes[batch.end - 1]);
+    let (what, span) = match batch.len() {
+        1 => (describe(&first.id), format!("document {}", first.index)),
+        _ => (
+            format!("{} to {}", describe(&first.id), describe(&last.id)),
+            format!("documents {} to {}", first.index, last.index),
+        ),
+    };
+    let before = match batch.start {
+        0 => "nothing was written".to_owned(),
+        n => format!("the {n} resources before it were done (listed above)"),
+    };
+    let after = match changes.len() - batch.end {
+        0 => String::new(),
+        n => format!("the {n} after them "),
+    };
+    let (failure, left) = match written {
+        Err(err) => (
+            format!("failed: {err:#}{}", limit_hint(&err, limit)),
+            // Whether etcd applied a transaction whose answer was lost is unknown.
+            match after.is_empty() {
+                true => format!("{span} may or may not have been written"),
+                false => format!("{span} may or may not have been written, {after}were not"),
+            },
+        ),
+        Ok(_) => (
+            "changed while this command ran (another writer)".to_owned(),
+            match after.is_empty() {
+                true => format!("{span} were not written"),
+                false => format!("{span} and {after}were not written"),
+            },
+        ),
+    };
+    format!("({what}) {failure}: {before}; {left}; run the command again")
+}
+
+/// One line per resource, `profile "p1" created`, in one string (one write for a big file).
+fn outcomes(changes: &[Change]) -> String {
+    let lines = changes
+        .iter()
+        .map(|c| format!("{} {}\n", describe(&c.id), c.outcome));
+    lines.collect()
+}
+
+/// What to do when etcd refuses a transaction as too large.
+fn limit_hint(err: &anyhow::Error, limit: usize) -> String {
+    match format!("{err:#}").contains("too many operations") {
+        true => format!(
+            " (etcd's --max-txn-ops is below the {limit} this command used: give calicoctl \
+             --max-txn-ops with etcd's value)"
+        ),
+        false => String::new(),
+    }
 }
 
 /// The one resource `delete KIND NAME` names: found by listing (so a policy is found in any
@@ -221,12 +319,13 @@ fn from_name(kind: Kind, name: &str, filter: &ResourceFilter) -> anyhow::Result<
 /// A tier is deleted only with its last policy: a policy of a tier without metadata is not one
 /// an operator can see or order.
 async fn check_tiers(store: &dyn Datastore, changes: &[Change]) -> anyhow::Result<()> {
-    let deleted = |key: &str| {
-        changes
-            .iter()
-            .flat_map(|c| &c.ops)
-            .any(|op| matches!(op, TxnOp::Delete { key: k } if k == key))
-    };
+    let deleted: HashSet<&str> = (changes.iter().flat_map(|c| &c.ops))
+        .filter_map(|op| match op {
+            TxnOp::Delete { key } => Some(key.as_str()),
+            TxnOp::Put { .. } => None,
+        })
+        .collect();
+    let deleted = |key: &str| deleted.contains(key);
     for change in changes.iter().filter(|c| c.outcome == "deleted") {
         let Id::Tier(tier) = &change.id else { continue };
         let prefix = format!("/calico/v1/policy/tier/{tier}/policy/");

@@ -50,19 +50,21 @@ impl Kind {
         }
     }
 
-    /// Short names accepted on the command line besides the document spelling and its plural.
-    fn aliases(self) -> &'static [&'static str] {
+    /// Names accepted on the command line besides the document spelling and its plural (`+s`):
+    /// upstream calicoctl's plurals and short names for the same kind (Calico 2.x's `v1`
+    /// resources; the `*configuration` forms are Calico 3's), and ours (`peer`).
+    pub fn aliases(self) -> &'static [&'static str] {
         match self {
             Kind::Tier => &[],
-            Kind::Policy => &["policies", "pol"],
-            Kind::Profile => &["pro"],
-            Kind::WorkloadEndpoint => &["wep"],
-            Kind::HostEndpoint => &["hep"],
-            Kind::IpPool => &["pool", "pools"],
-            Kind::BgpPeer => &["peer", "peers"],
-            Kind::Node => &["no"],
-            Kind::FelixConfig => &["felixconfiguration"],
-            Kind::IpamConfig => &["ipamconfiguration"],
+            Kind::Policy => &["policies", "pol", "pols"],
+            Kind::Profile => &["pro", "pros"],
+            Kind::WorkloadEndpoint => &["wep", "weps"],
+            Kind::HostEndpoint => &["hep", "heps"],
+            Kind::IpPool => &["ipp", "ipps", "pool", "pools"],
+            Kind::BgpPeer => &["bgpp", "bgpps", "bp", "bps", "peer", "peers"],
+            Kind::Node => &["no", "nos"],
+            Kind::FelixConfig => &["felixconfiguration", "felixconfigurations"],
+            Kind::IpamConfig => &["ipamconfiguration", "ipamconfigurations"],
         }
     }
 
@@ -119,6 +121,34 @@ mod tests {
         assert_eq!(Kind::from_cli("hep"), Some(Kind::HostEndpoint));
         assert_eq!(Kind::from_cli("felixconfigs"), Some(Kind::FelixConfig));
         assert_eq!(Kind::from_cli("widget"), None);
+        // Upstream calicoctl's short names and plurals, every one of them.
+        let upstream = [
+            (Kind::Policy, "policy policies pol pols"),
+            (Kind::Profile, "profile profiles pro pros"),
+            (
+                Kind::WorkloadEndpoint,
+                "workloadendpoint workloadendpoints wep weps",
+            ),
+            (Kind::HostEndpoint, "hostendpoint hostendpoints hep heps"),
+            (Kind::IpPool, "ippool ippools ipp ipps pool pools"),
+            (Kind::BgpPeer, "bgppeer bgppeers bgpp bgpps bp bps"),
+            (Kind::Node, "node nodes no nos"),
+            (Kind::Tier, "tier tiers"),
+            (
+                Kind::FelixConfig,
+                "felixconfiguration felixconfigurations felixconfig felixconfigs",
+            ),
+            (
+                Kind::IpamConfig,
+                "ipamconfiguration ipamconfigurations ipamconfig ipamconfigs",
+            ),
+        ];
+        for (kind, names) in upstream {
+            for name in names.split(' ') {
+                assert_eq!(Kind::from_cli(name), Some(kind), "{name}");
+                assert_eq!(Kind::from_cli(&name.to_uppercase()), Some(kind), "{name}");
+            }
+        }
         assert_eq!(Kind::from_document("ippool"), None);
     }
 }

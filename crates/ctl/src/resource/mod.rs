@@ -7,6 +7,7 @@
 //! | `id` | a resource's identity from `metadata` or from a key; its keys |
 //! | `spec` | `spec` to the keys' values and back, with the model's validation |
 //! | `parse` | a file (YAML or JSON, several documents, lists) into documents |
+//! | `unique` | JSON and YAML values whose mappings name each key once |
 //! | `store` | reading resources from the datastore; planning and writing changes |
 //! | `table` | the `get` table columns of every kind |
 
@@ -16,6 +17,7 @@ pub mod parse;
 pub mod spec;
 pub mod store;
 pub mod table;
+mod unique;
 
 use std::fmt;
 

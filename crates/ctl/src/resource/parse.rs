@@ -1,9 +1,16 @@
 //! A file of resource documents: YAML (several documents separated by `---`) or JSON (one or
 //! more objects, or a list), each possibly a `kind: List` with `items`.
+//!
+//! Both are read the same strict way: a mapping that names a key twice is refused (serde_json
+//! would keep the last one), and YAML nested too deeply is refused before libyaml parses it
+//! (its cost grows with the square of the depth; serde_json stops at 128 levels itself).
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
 use serde_json::Value;
+
+use super::unique::{Unique, to_json};
+use crate::yaml::depth;
 
 /// One document of a file, numbered from 1 in the order of the file (a list's items count one
 /// each), with the line it starts on where that is known.
@@ -15,7 +22,9 @@ pub struct Document {
 }
 
 /// Reads every document of `text`. A document that does not parse fails the whole file, with
-/// the position the parser gives.
+/// the position the parser gives. A file with no document at all is refused; a `List` (or JSON
+/// list) without items is a file of no resources, as `get KIND -o yaml` prints when there are
+/// none, and gives an empty `Vec`.
 pub fn parse(text: &str) -> anyhow::Result<Vec<Document>> {
     let trimmed = text.trim_start();
     let values = if trimmed.starts_with('{') || trimmed.starts_with('[') {
@@ -24,16 +33,26 @@ pub fn parse(text: &str) -> anyhow::Result<Vec<Document>> {
         yaml(text)?
     };
     let mut documents = Vec::new();
+    let mut lists = 0;
     for (line, value) in values {
+        lists += usize::from(is_list(&value));
         for value in items(value) {
             let index = documents.len() + 1;
             documents.push(Document { index, line, value });
         }
     }
-    if documents.is_empty() {
+    if documents.is_empty() && lists == 0 {
         bail!("no resource documents in the input");
     }
     Ok(documents)
+}
+
+fn is_list(value: &Value) -> bool {
+    match value {
+        Value::Array(_) => true,
+        Value::Object(map) => map.get("kind").and_then(Value::as_str) == Some("List"),
+        _ => false,
+    }
 }
 
 /// A list's items (lists nest), or the document itself.
@@ -52,12 +71,12 @@ fn items(value: Value) -> Vec<Value> {
 }
 
 fn json(text: &str) -> anyhow::Result<Vec<(Option<usize>, Value)>> {
-    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Unique>();
     let mut values = Vec::new();
     loop {
         let start = stream.byte_offset();
         let Some(next) = stream.next() else { break };
-        let value = next.context("invalid JSON")?;
+        let Unique(value) = next.context("invalid JSON")?;
         let skipped = text[start..].len() - text[start..].trim_start().len();
         values.push((Some(line_at(text, start + skipped)), value));
     }
@@ -65,13 +84,25 @@ fn json(text: &str) -> anyhow::Result<Vec<(Option<usize>, Value)>> {
 }
 
 fn yaml(text: &str) -> anyhow::Result<Vec<(Option<usize>, Value)>> {
+    if let Err(deep) = depth::check(text) {
+        bail!(
+            "invalid YAML: more than {} levels of [ ] and {{ }} one inside another at line {} \
+             column {} (refused before parsing; a resource document nests fewer than 10)",
+            depth::MAX_DEPTH,
+            deep.line,
+            deep.column
+        );
+    }
     let mut values = Vec::new();
     for (number, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         let invalid = || format!("invalid YAML in document {}", number + 1);
-        // Through YAML's own value first: it refuses duplicate keys, which JSON's would
-        // silently overwrite.
+        // Through YAML's own value first: it refuses duplicate keys, naming where they are.
         let yaml = serde_yaml_ng::Value::deserialize(document).with_context(invalid)?;
-        values.push(serde_json::to_value(&yaml).with_context(invalid)?);
+        values.push(
+            to_json(yaml)
+                .map_err(anyhow::Error::msg)
+                .with_context(invalid)?,
+        );
     }
     let starts = document_lines(text);
     // The line of each document is known when the separators found agree with the parser.
@@ -134,9 +165,33 @@ mod tests {
     }
 
     #[test]
-    fn duplicate_keys_are_refused() {
+    fn duplicate_keys_are_refused_in_yaml_and_json_alike_naming_the_key() {
         let err = parse("kind: a\nkind: b\n").unwrap_err();
-        assert!(format!("{err:#}").contains("duplicate"), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("duplicate entry with key \"kind\""),
+            "{err:#}"
+        );
+        let err = parse("{\"kind\": \"a\",\n \"spec\": {\"x\": 1, \"x\": 2}}").unwrap_err();
+        assert_eq!(
+            format!("{err:#}"),
+            "invalid JSON: duplicate entry with key \"x\" at line 2 column 21"
+        );
+        let err = parse("spec: {1: a, \"1\": b}\n").unwrap_err();
+        assert!(
+            format!("{err:#}").contains("duplicate entry with key \"1\""),
+            "{err:#}"
+        );
+    }
+
+    #[test]
+    fn an_empty_list_is_no_resources_and_an_empty_file_is_refused() {
+        let empty = "---\napiVersion: projectcalico.org/v1\nkind: List\nitems: []\n";
+        assert!(parse(empty).unwrap().is_empty());
+        assert!(parse("[]").unwrap().is_empty());
+        for nothing in ["", "# nothing\n", "---\n", "null"] {
+            let err = parse(nothing).unwrap_err();
+            assert_eq!(err.to_string(), "no resource documents in the input");
+        }
     }
 
     #[test]

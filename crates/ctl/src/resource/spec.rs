@@ -195,7 +195,9 @@ fn encode_profile(
         .filter(|(field, _)| field.ends_with("_rules"))
         .map(|(field, value)| (field.clone(), value.clone()))
         .collect();
-    if !rules.is_empty() {
+    // A profile exists by its keys: one with no field at all is Calico's empty profile, its
+    // rules key with no rules (written, not a silent no-op).
+    if !rules.is_empty() || spec.is_empty() {
         let raw = typed::<ProfileRules>(&Value::Object(rules), "spec")?;
         pairs.push((rules_key, raw));
     }
@@ -213,6 +215,14 @@ fn encode_node(
     spec: &Map<String, Value>,
 ) -> Result<Vec<(Key, String)>, ValidationError> {
     refuse_unknown(spec, &NODE_FIELDS)?;
+    if spec.is_empty() {
+        let reason = format!(
+            "empty: a node is its keys ({}), so one without any would not exist; give at least \
+             one (calico-node writes ipv4_address and as_num when it starts)",
+            NODE_FIELDS.join(", ")
+        );
+        return Err(ValidationError::new("spec", reason));
+    }
     let mut pairs = Vec::new();
     for (field, key) in NODE_FIELDS.iter().zip(node_keys(host)) {
         if let Some(value) = spec.get(*field) {
@@ -227,6 +237,12 @@ fn encode_felix(
     host: Option<&str>,
     spec: &Map<String, Value>,
 ) -> Result<Vec<(Key, String)>, ValidationError> {
+    if spec.is_empty() {
+        let reason = "empty: a Felix configuration is its parameters, so one without any would \
+                      not exist; give at least one (to remove every parameter: calicoctl delete \
+                      felixConfig NAME)";
+        return Err(ValidationError::new("spec", reason));
+    }
     let mut pairs = Vec::new();
     for (name, value) in spec {
         let path = format!("spec.{name}");

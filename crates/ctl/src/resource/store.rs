@@ -6,10 +6,15 @@
 //! writer makes the transaction fail rather than be overwritten. A key whose stored value
 //! already means the same object (the model's parsed values are equal) is not written, so
 //! applying what `get` printed moves no revision.
+//!
+//! A file of many resources costs few requests: what the datastore holds is read once per kind
+//! (a kind the file names at least [`LIST_AT`] times is listed whole, the others are read key by
+//! key), and the writes go in transactions of as many whole resources as etcd's operation limit
+//! allows (`batches`), in the order of the file.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 
-use anyhow::Context;
 use calico_datastore::{Compare, Datastore, Expect, KvPair, TxnOp};
 use calico_model::key::Key;
 use calico_model::{Value as Stored, invalid_warning, parse_value};
@@ -17,6 +22,14 @@ use calico_model::{Value as Stored, invalid_warning, parse_value};
 use super::id::{Id, prefixes};
 use super::kind::Kind;
 use super::{Resource, describe, document, spec};
+
+/// etcd's default `--max-txn-ops`: the most compares, and the most writes, one transaction may
+/// hold.
+pub const DEFAULT_MAX_TXN_OPS: usize = 128;
+
+/// From this many resources of one kind in a file, every key of the kind is read in one list
+/// rather than each resource's keys one by one.
+pub const LIST_AT: usize = 16;
 
 /// What a command does with each resource of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,14 +55,63 @@ pub struct Change {
     pub outcome: &'static str,
 }
 
+/// The stored keys of the resources a file names, with their revisions.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pairs: BTreeMap<String, KvPair>,
+}
+
+impl Snapshot {
+    /// Reads what the datastore holds of `resources`.
+    pub async fn read(store: &dyn Datastore, resources: &[Resource]) -> anyhow::Result<Snapshot> {
+        let mut per_kind: HashMap<Kind, usize> = HashMap::new();
+        for resource in resources {
+            *per_kind.entry(resource.id.kind()).or_default() += 1;
+        }
+        let mut snapshot = Snapshot::default();
+        for (&kind, _) in per_kind.iter().filter(|(_, count)| **count >= LIST_AT) {
+            for prefix in prefixes(kind) {
+                snapshot.add(store.list(prefix).await?);
+            }
+        }
+        for resource in resources {
+            if per_kind[&resource.id.kind()] < LIST_AT {
+                snapshot.add(existing(store, &resource.id).await?);
+            }
+        }
+        Ok(snapshot)
+    }
+
+    fn add(&mut self, pairs: Vec<KvPair>) {
+        self.pairs
+            .extend(pairs.into_iter().map(|pair| (pair.key.clone(), pair)));
+    }
+
+    /// The resource's keys as read.
+    fn of(&self, id: &Id) -> Vec<KvPair> {
+        if let Some(prefix) = id.prefix() {
+            return (self.pairs.range(prefix.clone()..))
+                .take_while(|(key, _)| key.starts_with(&prefix))
+                .filter(|(_, pair)| ours(pair, id))
+                .map(|(_, pair)| pair.clone())
+                .collect();
+        }
+        let keys = id.keys().into_iter().map(|key| key.to_string());
+        keys.filter_map(|key| self.pairs.get(&key).cloned())
+            .collect()
+    }
+}
+
+/// Whether a key under a Felix configuration's prefix is one of its parameters.
+fn ours(pair: &KvPair, id: &Id) -> bool {
+    Key::parse(&pair.key).is_ok_and(|key| Id::of_key(&key).as_ref() == Some(id))
+}
+
 /// The resource's keys as stored now.
-pub async fn existing(store: &dyn Datastore, id: &Id) -> anyhow::Result<Vec<KvPair>> {
+async fn existing(store: &dyn Datastore, id: &Id) -> anyhow::Result<Vec<KvPair>> {
     if let Some(prefix) = id.prefix() {
         let pairs = store.list(&prefix).await?;
-        let ours = |pair: &KvPair| {
-            Key::parse(&pair.key).is_ok_and(|key| Id::of_key(&key).as_ref() == Some(id))
-        };
-        return Ok(pairs.into_iter().filter(ours).collect());
+        return Ok(pairs.into_iter().filter(|pair| ours(pair, id)).collect());
     }
     let mut pairs = Vec::new();
     for key in id.keys() {
@@ -59,12 +121,8 @@ pub async fn existing(store: &dyn Datastore, id: &Id) -> anyhow::Result<Vec<KvPa
 }
 
 /// Plans the change `mode` makes for one validated resource; refuses what the mode refuses.
-pub async fn plan(
-    store: &dyn Datastore,
-    mode: Mode,
-    resource: &Resource,
-) -> anyhow::Result<Change> {
-    let found = existing(store, &resource.id).await?;
+pub fn plan(snapshot: &Snapshot, mode: Mode, resource: &Resource) -> anyhow::Result<Change> {
+    let found = snapshot.of(&resource.id);
     let what = describe(&resource.id);
     let exists = !found.is_empty();
     let outcome = match (mode, exists) {
@@ -178,38 +236,75 @@ pub fn to_document(id: &Id, values: &[(Key, Stored)]) -> serde_json::Value {
     document(id, spec::decode(id, values))
 }
 
-/// etcd refuses a transaction of more than 128 operations (or compares) by default.
-const TXN_LIMIT: usize = 100;
+/// The transactions that write `changes`, as ranges of `changes` in order: each holds as many
+/// whole resources as fit in `limit` compares and `limit` writes (a resource that alone exceeds
+/// it goes alone, and etcd may refuse it). Changes that write nothing (unchanged) are in no
+/// transaction; they lie between or inside the ranges and need no write.
+pub fn batches(changes: &[Change], limit: usize) -> Vec<Range<usize>> {
+    let mut batches: Vec<Range<usize>> = Vec::new();
+    let (mut compares, mut ops) = (0, 0);
+    for (index, change) in changes.iter().enumerate() {
+        if change.ops.is_empty() {
+            continue;
+        }
+        let fits = compares + change.compares.len() <= limit && ops + change.ops.len() <= limit;
+        match batches.last_mut() {
+            Some(batch) if fits => batch.end = index + 1,
+            _ => {
+                batches.push(index..index + 1);
+                (compares, ops) = (0, 0);
+            }
+        }
+        compares += change.compares.len();
+        ops += change.ops.len();
+    }
+    batches
+}
 
-/// Writes the changes: in one transaction when they fit, else one transaction per resource in
-/// the order of the file, stopping at the first that fails. Returns how many were written.
-pub async fn write(store: &dyn Datastore, changes: &[Change]) -> anyhow::Result<()> {
+/// Writes one transaction: the writes of `changes`, conditional on their keys being as read.
+/// Returns whether the conditions held (and so everything was written).
+pub async fn write(store: &dyn Datastore, changes: &[Change]) -> anyhow::Result<bool> {
     let compares: Vec<Compare> = changes.iter().flat_map(|c| c.compares.clone()).collect();
     let ops: Vec<TxnOp> = changes.iter().flat_map(|c| c.ops.clone()).collect();
-    if ops.is_empty() {
-        return Ok(());
+    Ok(store.transaction(&compares, &ops).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(index: usize, keys: usize) -> Change {
+        let op = |n: usize| TxnOp::Delete {
+            key: format!("/k{index}/{n}"),
+        };
+        let compare = |n: usize| Compare {
+            key: format!("/k{index}/{n}"),
+            expect: Expect::Absent,
+        };
+        Change {
+            index,
+            id: Id::Tier(format!("t{index}")),
+            compares: (0..keys).map(compare).collect(),
+            ops: (0..keys).map(op).collect(),
+            outcome: "deleted",
+        }
     }
-    if compares.len() <= TXN_LIMIT && ops.len() <= TXN_LIMIT {
-        let done = store.transaction(&compares, &ops).await?;
-        anyhow::ensure!(
-            done,
-            "the datastore changed while this command ran (another writer); nothing was \
-             written: run it again"
-        );
-        return Ok(());
+
+    #[test]
+    fn batches_hold_whole_resources_up_to_the_limit() {
+        // 3 keys each: 42 resources (126 operations) fit in 128.
+        let changes: Vec<Change> = (0..100).map(|i| change(i, 3)).collect();
+        assert_eq!(batches(&changes, 128), [0..42, 42..84, 84..100]);
+        // Unchanged resources are in no transaction; a resource over the limit goes alone.
+        let changes = vec![
+            change(0, 0),
+            change(1, 2),
+            change(2, 0),
+            change(3, 5),
+            change(4, 1),
+        ];
+        assert_eq!(batches(&changes, 4), [1..2, 3..4, 4..5]);
+        assert_eq!(batches(&changes, 128), vec![Range { start: 1, end: 5 }]);
+        assert!(batches(&[change(0, 0)], 128).is_empty());
     }
-    for (written, change) in changes.iter().enumerate() {
-        let what = describe(&change.id);
-        let done = store
-            .transaction(&change.compares, &change.ops)
-            .await
-            .with_context(|| format!("{what} (document {})", change.index))?;
-        anyhow::ensure!(
-            done,
-            "{what} (document {}) changed while this command ran (another writer); the {written} \
-             resources before it were written, it and those after it were not: run it again",
-            change.index
-        );
-    }
-    Ok(())
 }
