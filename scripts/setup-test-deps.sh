@@ -25,6 +25,8 @@ declare -A NEEDED=(
   [unshare]=util-linux         # … in a private mount namespace (ctr's CNI paths are fixed)
   [dockerd]=docker.io          # the Docker tests drive our libnetwork driver with a real dockerd
   [nft]=nftables               # Felix's nftables backend: its tests and `calicoctl diags` list the ruleset
+  [chromium]=chromium           # the flow console's browser test (headless, driven over WebDriver)
+  [chromedriver]=chromium-driver  # … by chromedriver; nothing is downloaded at run time
 )
 
 missing=()

@@ -11,6 +11,7 @@
 //! | `bundle` | the JSON bundle of keys and values that calicoctl and the lab read and write |
 //! | `bgp` | AS numbers, node mesh, BGP peers |
 //! | `status` | what Felix reports back |
+//! | `flow` | flow records: what Felix reports to the flow aggregator (not stored in etcd) |
 //! | `tunnel` | a host's VXLAN tunnel endpoint |
 //! | `names` | the rules for ids and key segments |
 //! | `error` | `ValidationError` (field path + reason), `from_json` for every object, and `invalid_warning`: the one WARNING line for a value treated as missing |
@@ -20,6 +21,7 @@ pub mod bgp;
 pub mod bundle;
 pub mod endpoint;
 pub mod error;
+pub mod flow;
 pub mod ipam;
 pub mod key;
 pub mod labels;

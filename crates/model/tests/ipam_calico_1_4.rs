@@ -15,7 +15,7 @@ const FIXTURES: &str = concat!(
 );
 
 /// (file, its text, the key it is stored at)
-const BLOCKS: [(&str, &str, &str); 6] = [
+const BLOCKS: [(&str, &str, &str); 7] = [
     (
         "no-host-block.json",
         include_str!("../../ipam/tests/fixtures/calico-1.4/no-host-block.json"),
@@ -29,6 +29,11 @@ const BLOCKS: [(&str, &str, &str); 6] = [
     (
         "strict-block.json",
         include_str!("../../ipam/tests/fixtures/calico-1.4/strict-block.json"),
+        "/calico/ipam/v2/assignment/ipv4/block/10.65.0.64-26",
+    ),
+    (
+        "strict-block.after-release.json",
+        include_str!("../../ipam/tests/fixtures/calico-1.4/strict-block.after-release.json"),
         "/calico/ipam/v2/assignment/ipv4/block/10.65.0.64-26",
     ),
     (

@@ -1,0 +1,178 @@
+//! `calico-flows`: the flow aggregator. Parses its flags, logs its effective settings, serves
+//! until SIGTERM or Ctrl-C (what it held is then gone: Felix resends nothing).
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use calico_flows::ingest::BatchLimits;
+use calico_flows::{Aggregator, Limits, Settings, serve};
+use clap::Parser;
+
+/// The flow aggregator: every Felix sends it flow records; it keeps a bounded window of them
+/// in memory and serves queries, a live stream, filter hints, Prometheus metrics (/metrics) and
+/// the web console (/). It needs no etcd.
+#[derive(Debug, Parser)]
+#[command(name = "calico-flows", version)]
+struct Args {
+    /// The address Felix, calicoctl and browsers connect to
+    #[arg(long, env = "CALICO_FLOWS_LISTEN", default_value = "0.0.0.0:7480")]
+    listen: SocketAddr,
+    /// Flows (one key in one bucket) kept at most; the oldest are evicted first
+    #[arg(long, env = "CALICO_FLOWS_MAX_FLOWS", default_value_t = 100_000)]
+    max_flows: usize,
+    /// Estimated memory the flows kept may take (bytes, or with KiB, MiB, GiB); the oldest are
+    /// evicted first
+    #[arg(long, env = "CALICO_FLOWS_MAX_MEMORY", default_value = "256MiB", value_parser = parse_size)]
+    max_memory: usize,
+    /// Seconds a flow is kept after it ended (0: until a cap pushes it out)
+    #[arg(long, env = "CALICO_FLOWS_RETENTION", default_value_t = 3600)]
+    retention: u64,
+    /// Seconds per aggregation bucket: records of one flow starting in the same bucket are summed
+    /// (Felix's FlowLogsFlushInterval)
+    #[arg(long, env = "CALICO_FLOWS_BUCKET", default_value_t = 15)]
+    bucket: u64,
+    /// The largest batch body (bytes, or with KiB, MiB, GiB)
+    #[arg(long, env = "CALICO_FLOWS_MAX_BATCH_BYTES", default_value = "8MiB", value_parser = parse_size)]
+    max_batch_bytes: usize,
+    /// Records taken from one batch; the rest are refused by index
+    #[arg(long, env = "CALICO_FLOWS_MAX_BATCH_RECORDS", default_value_t = 10_000)]
+    max_batch_records: usize,
+    /// Seconds a record may end after this host's clock
+    #[arg(long, env = "CALICO_FLOWS_MAX_CLOCK_SKEW", default_value_t = 300)]
+    max_clock_skew: u64,
+    /// Require `Authorization: Bearer TOKEN` on batches (every Felix must send the same token)
+    #[arg(long, env = "CALICO_FLOWS_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Records a live-stream subscriber may fall behind before it misses some (it is told)
+    #[arg(long, env = "CALICO_FLOWS_STREAM_BUFFER", default_value_t = 4096)]
+    stream_buffer: usize,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let filter = std::env::var("CALICO_FLOWS_LOG").unwrap_or_else(|_| "info".to_owned());
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = run(args).await {
+        tracing::error!("{e:#}");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let settings = settings(&args)?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("--listen {}: cannot listen", args.listen))?;
+    tracing::info!(
+        listen = %args.listen,
+        max_flows = args.max_flows,
+        max_memory = args.max_memory,
+        retention = args.retention,
+        bucket = args.bucket,
+        max_batch_bytes = args.max_batch_bytes,
+        max_batch_records = args.max_batch_records,
+        max_clock_skew = args.max_clock_skew,
+        token = args.token.is_some(),
+        "serving flows and the console"
+    );
+    let aggregator = Aggregator::new(settings);
+    tokio::select! {
+        served = serve(listener, aggregator) => served.context("serving")?,
+        () = stopped() => tracing::info!("stopping: the flows held in memory are dropped"),
+    }
+    Ok(())
+}
+
+fn settings(args: &Args) -> anyhow::Result<Settings> {
+    for (flag, value) in [
+        ("--max-flows", args.max_flows),
+        ("--max-memory", args.max_memory),
+        ("--bucket", args.bucket as usize),
+        ("--max-batch-bytes", args.max_batch_bytes),
+        ("--max-batch-records", args.max_batch_records),
+        ("--stream-buffer", args.stream_buffer),
+    ] {
+        anyhow::ensure!(value > 0, "{flag} 0: must be at least 1");
+    }
+    Ok(Settings {
+        limits: Limits {
+            max_flows: args.max_flows,
+            max_memory: args.max_memory,
+            retention: args.retention,
+            bucket: args.bucket,
+        },
+        batch: BatchLimits {
+            max_records: args.max_batch_records,
+            max_skew: args.max_clock_skew,
+        },
+        max_batch_bytes: args.max_batch_bytes,
+        token: args.token.clone().filter(|t| !t.is_empty()),
+        default_limit: 1000,
+        max_limit: 10_000,
+        stream_buffer: args.stream_buffer,
+    })
+}
+
+/// A size in bytes: `1048576`, `512KiB`, `256MiB`, `1GiB`.
+fn parse_size(text: &str) -> Result<usize, String> {
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, ""),
+    };
+    let scale: usize = match unit {
+        "" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "unknown unit {unit:?}: expected bytes, KiB, MiB or GiB"
+            ));
+        }
+    };
+    number
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("{text:?} is not a size like 256MiB"))
+}
+
+async fn stopped() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("a SIGTERM handler can be installed");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_binary_units() {
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert!(
+            parse_size("12MB")
+                .unwrap_err()
+                .contains("unknown unit \"MB\"")
+        );
+        assert!(parse_size("MiB").unwrap_err().contains("is not a size"));
+    }
+
+    #[test]
+    fn zero_limits_are_refused_by_flag() {
+        let args = Args::parse_from(["calico-flows", "--bucket", "0"]);
+        let error = settings(&args).unwrap_err().to_string();
+        assert_eq!(error, "--bucket 0: must be at least 1");
+    }
+}
