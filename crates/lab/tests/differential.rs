@@ -9,7 +9,12 @@
 //! |---------------------|------------|----------------------------------------------------------|
 //! | `CALICO_DIFF_SEED`  | 20261123   | the first seed (a number, or `random`: from the clock)   |
 //! | `CALICO_DIFF_SEEDS` | 1          | how many seeds: the first, the first + 1, ...            |
-//! | `CALICO_DIFF_FLOWS` | 60         | different flows per scenario (4 scenarios per seed)      |
+//! | `CALICO_DIFF_FLOWS` | 60         | different flows per scenario (5 scenarios per seed)      |
+//!
+//! Of each seed's scenarios, the last adds a tier of several policies keyed by protocol and
+//! port ([`scenario::Kind::Keyed`]): the nftables backend dispatches runs of such policies by
+//! a verdict map, and on that backend (`CALICO_TEST_BACKEND=nftables`) the test fails unless
+//! some keyed scenario gave a host such a map.
 //!
 //! `scripts/differential.sh` runs it at volume. Each seed is replayed on its own with
 //! `CALICO_DIFF_SEED=S CALICO_DIFF_SEEDS=1` (and the same `CALICO_DIFF_FLOWS`).
@@ -32,10 +37,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use common::{BIN, TestLab, arrived};
+use common::{BIN, Backend, TestLab, arrived};
 use scenario::{Endpoint, Fabric, Flow, Rng, WORKLOADS};
 
-const SCENARIOS: u64 = 4;
+const SCENARIOS: u64 = 5;
+/// The round whose scenario is [`scenario::Kind::Keyed`] (the others are plain).
+const KEYED_ROUND: u64 = 4;
 /// The seed CI runs: its scenarios deliver and drop flows in useful proportions, and one of its
 /// flows is an IPv6 packet meeting a rule pinned to IPv4 by a negated net (the reference
 /// evaluator once let such a rule match: this seed then had 1 mismatch).
@@ -97,6 +104,8 @@ struct Tally {
     /// Silent twice, answered at the recheck: delivered after all.
     rechecked: usize,
     mismatches: Vec<String>,
+    /// Keyed scenarios after which a host's nftables table had a tier's verdict map.
+    mapped: usize,
     /// Seconds spent writing scenarios (and waiting for Felix), probing, and explaining.
     writing: f64,
     probing: f64,
@@ -275,8 +284,18 @@ fn run_scenario(rig: &mut Rig, seed: u64, round: u64, config: &Config, tally: &m
         endpoints,
     } = rig;
     let clock = Instant::now();
-    let description = scenario::write(fabric, &mut Rng::derive(seed, round), endpoints);
+    let kind = match round {
+        KEYED_ROUND => scenario::Kind::Keyed,
+        _ => scenario::Kind::Plain,
+    };
+    let description = scenario::write(fabric, &mut Rng::derive(seed, round), endpoints, kind);
     lab.wait();
+    if kind == scenario::Kind::Keyed && lab.backend == Backend::Nftables {
+        let mapped = ["host1", "host2"]
+            .iter()
+            .any(|host| lab.firewall(host).contains("th dport vmap @tier-"));
+        tally.mapped += usize::from(mapped);
+    }
     forget_connections(lab);
     tally.writing += clock.elapsed().as_secs_f64();
     let flows = scenario::flows(&mut Rng::derive(seed, 1000 + round), config.flows);
@@ -339,6 +358,7 @@ fn kernel_verdicts_equal_policy_explain() {
         config.first_seed, config.flows, config.first_seed, config.seeds, config.flows
     );
     let lab = TestLab::up(2, &[]);
+    let lab_backend = lab.backend;
     let fabric = Fabric::of(&lab);
     let endpoints = scenario::plug_in(&lab, &fabric);
     let mut rig = Rig {
@@ -379,6 +399,12 @@ fn kernel_verdicts_equal_policy_explain() {
         tally.probing,
         tally.explaining
     );
+    if lab_backend == Backend::Nftables {
+        eprintln!(
+            "nftables: {} of {} keyed scenarios left a tier's policies behind a verdict map",
+            tally.mapped, config.seeds
+        );
+    }
     // Each mismatch was printed when found, with both explanations and its scenario.
     let first = tally
         .mismatches
@@ -389,6 +415,13 @@ fn kernel_verdicts_equal_policy_explain() {
         "{} flows where the kernel and calicoctl policy explain disagree (each printed above); \
          the first: {first}",
         tally.mismatches.len(),
+    );
+    // On nftables, some keyed scenario must have put a tier's policies behind a verdict map,
+    // or the map dispatch went untested.
+    assert!(
+        lab_backend != Backend::Nftables || tally.mapped > 0,
+        "no keyed scenario gave a host a tier verdict map (`th dport vmap @tier-`): pick a seed \
+         whose keyed scenario does"
     );
     // Both verdicts must be represented (at least 5% each; the generator aims at about a
     // third delivered), or the comparison says little.

@@ -280,6 +280,16 @@ fn conntrack_host_traffic_spoofing_inactive_and_deleted_endpoints() {
         felix["kvs"][0]["lease"].as_i64().unwrap_or(0) != 0,
         "status without a lease: {felix}"
     );
+    // `calicoctl status` on host2 says which firewall backend programs it.
+    let report = calicoctl_status(&lab, "host2");
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("Felix last status report: "))
+        .unwrap_or_else(|| panic!("no status report line:\n{report}"));
+    assert!(
+        line.ends_with(&format!(", dataplane {})", lab.backend.name())),
+        "{line}"
+    );
 
     // Inactive: everything to and from w2 drops; and its route goes.
     let endpoint =
@@ -332,6 +342,24 @@ fn conntrack_host_traffic_spoofing_inactive_and_deleted_endpoints() {
         !String::from_utf8_lossy(&routes.stdout).contains(W2),
         "route removed"
     );
+}
+
+/// `calicoctl status` inside a host, as an operator runs it there (Felix's health port on
+/// 127.0.0.1, etcd on the fabric).
+fn calicoctl_status(lab: &TestLab, host: &str) -> String {
+    let ctl = std::path::PathBuf::from(common::BIN).with_file_name("calicoctl");
+    let out = calico_lab::sh::command_in(&lab.netns(host), &ctl)
+        .env("ETCD_ENDPOINTS", lab.state().etcd_endpoints())
+        .args(["status", "--hostname", host])
+        .output()
+        .expect("calicoctl runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "calicoctl status on {host}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
 }
 
 /// An open flow keeps going when policy changes (conntrack), new connections follow the new

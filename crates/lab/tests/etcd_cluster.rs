@@ -16,7 +16,8 @@ use common::{BIN, TestLab};
 
 const POLICY: &str = r#"{"selector": "all()", "order": 10, "inbound_rules": [{"action": "allow"}], "outbound_rules": [{"action": "allow"}]}"#;
 
-/// What `iptables-save` shows of a programmed policy: its rule's comment.
+/// What the host's firewall shows of a programmed policy: its rule's comment (the same on
+/// both backends).
 fn programmed(name: &str) -> String {
     format!("policy default/{name} inbound rule 1")
 }
@@ -70,24 +71,9 @@ fn leader(lab: &TestLab) -> Option<String> {
         .map(|l| l.split(' ').next().unwrap().to_owned())
 }
 
-/// `iptables-save` of a host without counters.
-fn iptables(lab: &TestLab, host: &str) -> String {
-    let out = lab.in_host(host, "iptables-save", &[]);
-    assert!(out.status.success(), "iptables-save in {host}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| match l.rfind(" [") {
-            Some(at) if l.starts_with(':') => &l[..at],
-            _ => l,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 fn assert_programmed(lab: &TestLab, policies: &[String]) {
     for host in ["host1", "host2"] {
-        let rules = iptables(lab, host);
+        let rules = lab.firewall(host);
         let missing: Vec<&String> = policies
             .iter()
             .filter(|p| !rules.contains(&programmed(p)))
@@ -246,7 +232,7 @@ fn quorum_lost_keeps_the_dataplane_and_resyncs() {
     let agents = agent_pids(&lab);
     lab.put(&policy_key("before"), POLICY);
     lab.wait();
-    let before = iptables(&lab, "host1");
+    let before = lab.firewall("host1");
     let leader = leader(&lab).expect("a leader");
     let stopped: Vec<String> = ["etcd1", "etcd2", "etcd3"]
         .iter()
@@ -268,7 +254,7 @@ fn quorum_lost_keeps_the_dataplane_and_resyncs() {
     let observed = Instant::now();
     while observed.elapsed() < Duration::from_secs(3) {
         assert_eq!(
-            iptables(&lab, "host1"),
+            lab.firewall("host1"),
             before,
             "dataplane changed without quorum"
         );
@@ -290,6 +276,6 @@ fn quorum_lost_keeps_the_dataplane_and_resyncs() {
     );
     lab.wait();
     assert_programmed(&lab, &["before".to_owned(), "after".to_owned()]);
-    assert!(!iptables(&lab, "host1").contains(&programmed("lost")));
+    assert!(!lab.firewall("host1").contains(&programmed("lost")));
     assert_alive(&agents);
 }

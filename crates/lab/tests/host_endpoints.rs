@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use calico_testkit::eventually;
-use common::{OPEN, TestLab, tcp};
+use common::{Backend, Background, OPEN, TestLab, firewall, tcp};
 
 const HOST1: &str = "10.99.0.11";
 const HOST2: &str = "10.99.0.12";
@@ -57,8 +57,109 @@ fn await_status(lab: &TestLab, want: &str) {
     );
 }
 
-/// How many packets host1's drop-logging rules (`calico-drop: `, IPv4 filter table) have seen.
-fn logged_drops(lab: &TestLab) -> u64 {
+/// Counts the packets that go through one of host1's drop-logging rules (`calico-drop: `).
+///
+/// - iptables: the packet counters of the LOG rules (IPv4 filter table).
+/// - nftables: rules have no counters, and a LOG in a network namespace other than the
+///   machine's own logs nothing by default (`net.netfilter.nf_log_all_netns=0`). A table of the
+///   test's own (`inet drop-trace`, hook priority -400, before everything of Felix's) marks
+///   TCP to port 8080 for tracing, and `nft monitor trace` in host1 reports every rule such a
+///   packet meets: each meeting with a rule of `inet calico` that logs `calico-drop: ` counts.
+///   The monitor names a rule from the ruleset it read when it started, so start one after
+///   Felix last rewrote its chains.
+enum DropLog<'a> {
+    Counters(&'a TestLab),
+    Trace {
+        lab: &'a TestLab,
+        output: tempfile::NamedTempFile,
+        _monitor: Background,
+    },
+}
+
+const TRACE_TABLE: &str = "table inet drop-trace {}
+flush table inet drop-trace
+table inet drop-trace {
+    chain in { type filter hook prerouting priority -400; tcp dport 8080 meta nftrace set 1; }
+    chain out { type filter hook output priority -400; tcp dport 8080 meta nftrace set 1; }
+}
+";
+
+impl DropLog<'_> {
+    fn start(lab: &TestLab) -> DropLog<'_> {
+        if lab.backend == Backend::Iptables {
+            return DropLog::Counters(lab);
+        }
+        let load = calico_lab::sh::output_with_stdin(
+            calico_lab::sh::command_in(&lab.netns("host1"), "nft").args(["-f", "-"]),
+            TRACE_TABLE,
+        )
+        .expect("nft runs");
+        assert!(load.status.success(), "nft -f: {load:?}");
+        let output = tempfile::NamedTempFile::new().expect("a temporary file");
+        let monitor = calico_lab::sh::command_in(&lab.netns("host1"), "nft")
+            .args(["monitor", "trace"])
+            .stdout(output.reopen().expect("the trace file"))
+            .spawn()
+            .expect("nft monitor trace starts");
+        let log = DropLog::Trace {
+            lab,
+            output,
+            _monitor: Background(monitor),
+        };
+        // The monitor listens once it reports a packet: host1's own connection to 8080.
+        eventually(
+            "nft monitor trace to listen",
+            Duration::from_secs(10),
+            || {
+                reach(lab, "host1", &[tcp("127.0.0.1", 8080)]);
+                match log.trace().contains("trace id") {
+                    true => Ok(()),
+                    false => Err("no trace yet".to_owned()),
+                }
+            },
+        );
+        log
+    }
+
+    fn trace(&self) -> String {
+        match self {
+            DropLog::Counters(_) => String::new(),
+            DropLog::Trace { output, .. } => {
+                std::fs::read_to_string(output.path()).expect("the trace file")
+            }
+        }
+    }
+
+    fn count(&self) -> u64 {
+        match self {
+            DropLog::Counters(lab) => logged_by_counters(lab),
+            DropLog::Trace { .. } => self
+                .trace()
+                .lines()
+                .filter(|l| {
+                    l.contains(" inet calico ") && l.contains("log prefix \"calico-drop: \"")
+                })
+                .count() as u64,
+        }
+    }
+
+    fn lab(&self) -> &TestLab {
+        match self {
+            DropLog::Counters(lab) | DropLog::Trace { lab, .. } => lab,
+        }
+    }
+
+    /// The count goes up (the trace may print a moment after the packet).
+    fn went_up_from(&self, before: u64, what: &str) {
+        eventually(what, Duration::from_secs(10), || match self.count() {
+            n if n > before => Ok(()),
+            n => Err(format!("still {n}\n{}", self.lab().felix_logs())),
+        });
+    }
+}
+
+/// The packet counters of host1's LOG rules with `calico-drop` (IPv4 filter table).
+fn logged_by_counters(lab: &TestLab) -> u64 {
     let out = lab.in_host("host1", "iptables-save", &["-c", "-t", "filter"]);
     assert!(out.status.success(), "iptables-save: {out:?}");
     String::from_utf8_lossy(&out.stdout)
@@ -69,6 +170,42 @@ fn logged_drops(lab: &TestLab) -> u64 {
             counters.split(':').next()?.parse::<u64>().ok()
         })
         .sum()
+}
+
+/// The interfaces whose inbound traffic host1 dispatches to a host endpoint's chain: `-i X`
+/// in `cali-hep-in`, or the elements of the map `to-hep`.
+fn inbound_host_endpoints(lab: &TestLab) -> Vec<String> {
+    match lab.backend {
+        Backend::Iptables => {
+            let out = lab.in_host("host1", "iptables", &["-S", "cali-hep-in"]);
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|l| l.split_once(" -i ")?.1.split_whitespace().next())
+                .map(str::to_owned)
+                .collect()
+        }
+        Backend::Nftables => {
+            let table = lab.firewall("host1");
+            let map = firewall::nft_block(&table, "map", "to-hep")
+                .unwrap_or_else(|| panic!("no map to-hep:\n{table}"));
+            map.split('"')
+                .skip(1)
+                .step_by(2)
+                .filter(|word| !word.starts_with("interface"))
+                .map(str::to_owned)
+                .collect()
+        }
+    }
+}
+
+/// Whether host1 has any chain of a host endpoint.
+fn has_host_endpoint_chains(lab: &TestLab) -> bool {
+    let text = lab.firewall("host1");
+    let names: &[&str] = match lab.backend {
+        Backend::Iptables => &["cali-hi-", "cali-he-"],
+        Backend::Nftables => &["chain to-hep-", "chain from-hep-"],
+    };
+    names.iter().any(|n| text.contains(n))
 }
 
 /// A deny-all host endpoint on host1's fabric interface, by name: new connections to and from
@@ -120,7 +257,6 @@ fn host_endpoint_policy_and_failsafe_ports() {
     );
 
     // DropActionOverride: the drop logs first, then drops or accepts.
-    let logged = logged_drops;
     lab.ok(&[
         "restart-felix",
         "host1",
@@ -128,17 +264,18 @@ fn host_endpoint_policy_and_failsafe_ports() {
         "DropActionOverride=LOG-and-DROP",
     ]);
     eventually("the LOG rule", Duration::from_secs(30), || {
-        match lab.in_host("host1", "iptables-save", &["-t", "filter"]) {
-            out if String::from_utf8_lossy(&out.stdout).contains("calico-drop") => Ok(()),
-            _ => Err(lab.felix_logs()),
+        match lab.firewall("host1").contains("calico-drop") {
+            true => Ok(()),
+            false => Err(lab.felix_logs()),
         }
     });
-    let before = logged(&lab);
+    let logged = DropLog::start(&lab);
+    let before = logged.count();
     assert!(
         !reach(&lab, "host2", &[tcp(HOST1, 8080)])[0],
         "LOG-and-DROP drops"
     );
-    assert!(logged(&lab) > before, "and the LOG rule counted the packet");
+    logged.went_up_from(before, "the LOG rule to count the packet");
 
     lab.ok(&[
         "restart-felix",
@@ -152,12 +289,13 @@ fn host_endpoint_policy_and_failsafe_ports() {
             false => Err(lab.felix_logs()),
         }
     });
-    let before = logged(&lab);
+    let logged = DropLog::start(&lab);
+    let before = logged.count();
     assert!(
         reach(&lab, "host2", &[tcp(HOST1, 8080)])[0],
         "LOG-and-ACCEPT lets the packet through"
     );
-    assert!(logged(&lab) > before, "after logging it");
+    logged.went_up_from(before, "the LOG rule to count the accepted packet");
 
     // No failsafe ports: port 22 is closed like the rest.
     lab.ok(&[
@@ -225,11 +363,11 @@ fn host_endpoint_found_by_address() {
         "the policy follows the address",
         Duration::from_secs(30),
         || {
-            let rules = lab.in_host("host1", "iptables", &["-S", "cali-hep-in"]);
-            let rules = String::from_utf8_lossy(&rules.stdout).into_owned();
-            match rules.contains("-i hepa") && !rules.contains("-i eth0") {
+            let interfaces = inbound_host_endpoints(&lab);
+            let hepa = interfaces.iter().any(|i| i == "hepa");
+            match hepa && !interfaces.iter().any(|i| i == "eth0") {
                 true => Ok(()),
-                false => Err(rules),
+                false => Err(format!("host endpoints on {interfaces:?}")),
             }
         },
     );
@@ -238,15 +376,15 @@ fn host_endpoint_found_by_address() {
         "eth0 is no longer a host endpoint"
     );
     await_status(&lab, "up");
+    assert!(has_host_endpoint_chains(&lab), "hepa's chains are there");
 
     // Gone from every interface: down, and no host endpoint chains are left.
     lab.in_host("host1", "ip", &["link", "del", "hepa"]);
     await_status(&lab, "down");
-    let rules = lab.in_host("host1", "iptables-save", &["-t", "filter"]);
-    let rules = String::from_utf8_lossy(&rules.stdout);
     assert!(
-        !rules.contains("cali-hi-") && !rules.contains("cali-he-"),
-        "no host endpoint chain without an interface:\n{rules}"
+        !has_host_endpoint_chains(&lab),
+        "no host endpoint chain without an interface:\n{}",
+        lab.firewall("host1")
     );
 }
 

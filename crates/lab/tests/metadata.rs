@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{OPEN, TestLab, tcp};
+use common::{Backend, OPEN, TestLab, firewall, tcp};
 
 const W1: &str = "10.65.1.1";
 const W2: &str = "10.65.1.2";
@@ -20,16 +20,53 @@ const METADATA: &str = "169.254.169.254";
 const CLOSED: &str =
     r#"{"inbound_rules": [{"action": "allow"}], "outbound_rules": [{"action": "deny"}]}"#;
 
-fn nat_rules(lab: &TestLab, host: &str) -> String {
-    let out = lab.in_host(host, "iptables-save", &["-t", "nat"]);
-    assert!(out.status.success(), "iptables-save runs");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// The metadata DNAT rule as the host's firewall shows it, and the sign that the chain holding
+/// it is hooked into the kernel's nat PREROUTING.
+fn metadata_dnat(lab: &TestLab, port: &str) -> (String, String) {
+    match lab.backend {
+        Backend::Iptables => (
+            format!(
+                "-A cali-PREROUTING -d 169.254.169.254/32 -i cali+ -p tcp -m tcp --dport 80 \
+                 -m comment --comment metadata -j DNAT --to-destination 127.0.0.1:{port}"
+            ),
+            "-A PREROUTING -j cali-PREROUTING".to_owned(),
+        ),
+        Backend::Nftables => (
+            format!(
+                "iifname \"cali*\" ip daddr 169.254.169.254 tcp dport 80 \
+                 dnat ip to 127.0.0.1:{port} comment \"metadata\""
+            ),
+            "type nat hook prerouting priority dstnat; policy accept;".to_owned(),
+        ),
+    }
 }
 
-fn filter_rules(lab: &TestLab, host: &str) -> String {
-    let out = lab.in_host(host, "iptables-save", &["-t", "filter"]);
-    assert!(out.status.success(), "iptables-save runs");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// The host's chain that holds the metadata DNAT: `cali-PREROUTING` of the nat table (with the
+/// rest of iptables-save), or `nat-prerouting` of the nftables table.
+fn prerouting(lab: &TestLab) -> String {
+    let text = lab.firewall("host1");
+    match lab.backend {
+        Backend::Iptables => text,
+        Backend::Nftables => firewall::nft_block(&text, "chain", "nat-prerouting")
+            .unwrap_or_else(|| panic!("no chain nat-prerouting:\n{text}"))
+            .to_owned(),
+    }
+}
+
+/// A DNAT anywhere in the host's firewall.
+fn has_dnat(lab: &TestLab, text: &str) -> bool {
+    match lab.backend {
+        Backend::Iptables => text.contains("-j DNAT"),
+        Backend::Nftables => text.contains(" dnat "),
+    }
+}
+
+/// A rule that matches TCP to `port` anywhere in the host's firewall.
+fn matches_port(lab: &TestLab, text: &str, port: &str) -> bool {
+    match lab.backend {
+        Backend::Iptables => text.contains(&format!("--dport {port}")),
+        Backend::Nftables => text.contains(&format!("tcp dport {port}")),
+    }
 }
 
 #[test]
@@ -69,16 +106,12 @@ fn metadata_and_dns_are_allowed_before_policy_and_none_turns_metadata_off() {
         "the metadata path does not depend on policy either way"
     );
 
-    // The rule that did it, as the kernel has it.
-    let nat = nat_rules(&lab, "host1");
-    assert!(
-        nat.contains(&format!(
-            "-A cali-PREROUTING -d 169.254.169.254/32 -i cali+ -p tcp -m tcp --dport 80 \
-             -m comment --comment metadata -j DNAT --to-destination 127.0.0.1:{port}"
-        )),
-        "{nat}"
-    );
-    assert!(nat.contains("-A PREROUTING -j cali-PREROUTING"), "{nat}");
+    // The rule that did it, as the kernel has it; and the whitelist rule for the port.
+    let (rule, hook) = metadata_dnat(&lab, &port);
+    let nat = prerouting(&lab);
+    assert!(nat.contains(&rule), "{rule}\n{nat}");
+    assert!(nat.contains(&hook), "{nat}");
+    assert!(matches_port(&lab, &lab.firewall("host1"), &port));
 
     // Felix again, with MetadataAddr=None: the DNAT and the metadata whitelist rule go.
     lab.ok(&[
@@ -88,11 +121,10 @@ fn metadata_and_dns_are_allowed_before_policy_and_none_turns_metadata_off() {
         "MetadataAddr=None",
     ]);
     lab.wait();
-    let nat = nat_rules(&lab, "host1");
-    assert!(!nat.contains("DNAT"), "{nat}");
-    assert!(nat.contains("-A PREROUTING -j cali-PREROUTING"), "{nat}");
-    let filter = filter_rules(&lab, "host1");
-    assert!(!filter.contains(&format!("--dport {port}")), "{filter}");
+    let all = lab.firewall("host1");
+    assert!(!has_dnat(&lab, &all), "{all}");
+    assert!(prerouting(&lab).contains(&hook), "{all}");
+    assert!(!matches_port(&lab, &all, &port), "{all}");
     // No old connection may carry the earlier translation.
     let _ = lab.in_host("host1", "conntrack", &["-D", "--orig-dst", METADATA]);
 

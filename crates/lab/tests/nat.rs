@@ -149,9 +149,14 @@ fn one_to_one_nat() {
     );
 
     // The mapping goes: its rules, its routes on both hosts, and the ext_ip's answers.
+    let mapped = lab.firewall("host1");
+    assert!(
+        mapped.contains(EXT),
+        "host1's firewall NATs {EXT}:\n{mapped}"
+    );
     lab.put(W1_KEY, &original.to_string());
     lab.wait();
-    let nat = text(lab.in_host("host1", "iptables-save", &["-t", "nat"]));
+    let nat = lab.firewall("host1");
     assert!(!nat.contains(EXT), "no rule mentions {EXT}:\n{nat}");
     let felix_routes = routes(&lab, "host1", &["proto", "80"]);
     assert!(route_to(&felix_routes).is_none(), "{felix_routes}");

@@ -7,26 +7,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use calico_testkit::eventually;
-use common::{OPEN, TestLab};
+use common::{Backend, OPEN, TestLab};
 
 const W1: &str = "10.65.1.1";
 const W2: &str = "10.65.2.1";
-
-/// `iptables-save` of a host without counters and comments about when it was made.
-fn ruleset(lab: &TestLab, host: &str) -> String {
-    let mut all = String::new();
-    for tool in ["iptables-save", "ip6tables-save"] {
-        let out = lab.in_host(host, tool, &[]);
-        assert!(out.status.success());
-        let text = String::from_utf8_lossy(&out.stdout);
-        for line in text.lines().filter(|l| !l.starts_with('#')) {
-            // Chain policy lines carry counters: `:INPUT ACCEPT [12:345]`.
-            all.push_str(line.split(" [").next().unwrap_or(line));
-            all.push('\n');
-        }
-    }
-    all
-}
 
 /// How long a repair or restart may take.
 const WAIT: Duration = Duration::from_secs(30);
@@ -53,7 +37,7 @@ fn kill_9_and_restart_keeps_flows_and_rules() {
     lab.workload("host1", "client", W1, &["open"], &[]);
     lab.workload("host2", "server", W2, &["web"], &[]);
     lab.wait();
-    let before = ruleset(&lab, "host2");
+    let before = lab.firewall_with_handles("host2");
 
     let to = format!("{W2}:80");
     let flow = lab.start_flow("client", &to, 5, 20, 1000);
@@ -68,8 +52,9 @@ fn kill_9_and_restart_keeps_flows_and_rules() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    // On nftables with the rules' handles: a rule written again would have a new one.
     assert_eq!(
-        ruleset(&lab, "host2"),
+        lab.firewall_with_handles("host2"),
         before,
         "the restarted Felix changed the rules"
     );
@@ -130,38 +115,89 @@ fn a_restart_for_a_configuration_change_keeps_flows() {
     assert!(lab.tcp("client", W2, 80), "policy still holds");
 }
 
-/// Someone deletes our jump, a rule and a route: the periodic refresh puts them back and says so.
+/// Someone tampers with the firewall and deletes a route: the periodic refresh puts them back
+/// and says so. Each tampering lets packets skip the workloads' policy:
+///
+/// | backend | tampering |
+/// | --- | --- |
+/// | iptables | the kernel `FORWARD` chain's jump to `cali-FORWARD` deleted; `cali-wl-in` (dispatch to the workloads' inbound chains) flushed |
+/// | nftables | `filter-forward`'s jump to `from-wl-dispatch` deleted; `to-wl-dispatch` flushed; an `accept` put first in the server's own chain `to-wl-<iface>` |
 #[test]
 fn drift_is_repaired() {
     let lab = TestLab::up(2, &["IptablesRefreshInterval=1", "RouteRefreshInterval=1"]);
     lab.put("/calico/v1/policy/profile/open/rules", OPEN);
+    lab.put("/calico/v1/policy/profile/web/rules", WEB);
     lab.workload("host1", "client", W1, &["open"], &[]);
-    lab.workload("host2", "server", W2, &["open"], &[]);
+    lab.workload("host2", "server", W2, &["web"], &[]);
     lab.wait();
-    let before = ruleset(&lab, "host2");
+    let before = lab.firewall("host2");
     let iface = lab.state().workload("server").unwrap().interface.clone();
 
-    let del_jump = lab.in_host(
-        "host2",
-        "iptables",
-        &["-D", "FORWARD", "-j", "cali-FORWARD"],
+    match lab.backend {
+        Backend::Iptables => tamper_with_iptables(&lab),
+        Backend::Nftables => tamper_with_nftables(&lab, &iface),
+    }
+    assert_ne!(
+        lab.firewall("host2"),
+        before,
+        "the tampering changed nothing"
     );
-    assert!(del_jump.status.success());
     let del_route = lab.in_host("host2", "ip", &["route", "del", W2, "dev", &iface]);
     assert!(del_route.status.success());
-    let del_rule = lab.in_host("host2", "iptables", &["-F", "cali-wl-in"]);
-    assert!(del_rule.status.success());
 
     eventually("the route to come back", WAIT, || {
         let routes = lab.in_host("host2", "ip", &["route", "show", "proto", "80"]);
         or_felix_logs(&lab, String::from_utf8_lossy(&routes.stdout).contains(W2))
     });
     eventually("the rules to come back", WAIT, || {
-        or_felix_logs(&lab, ruleset(&lab, "host2") == before)
+        or_felix_logs(&lab, lab.firewall("host2") == before)
     });
-    assert!(lab.tcp("client", W2, 80));
+    assert!(lab.tcp("client", W2, 80), "the server's policy allows 80");
+    assert!(!lab.tcp("client", W2, 443), "and denies 443 again");
     let log = std::fs::read_to_string(lab.state().log_path("felix-host2")).unwrap();
     assert!(log.contains("repaired dataplane drift"), "{log}");
+}
+
+/// Inbound TCP 80 only.
+const WEB: &str = r#"{"inbound_rules": [{"protocol": "tcp", "dst_ports": [80], "action": "allow"}], "outbound_rules": [{"action": "allow"}]}"#;
+
+fn tamper_with_iptables(lab: &TestLab) {
+    for args in [
+        &["-D", "FORWARD", "-j", "cali-FORWARD"][..],
+        &["-F", "cali-wl-in"],
+    ] {
+        let out = lab.in_host("host2", "iptables", args);
+        assert!(out.status.success(), "iptables {args:?}: {out:?}");
+    }
+}
+
+fn tamper_with_nftables(lab: &TestLab, iface: &str) {
+    let forward = lab.nft(
+        "host2",
+        &["-a", "list", "chain", "inet", "calico", "filter-forward"],
+    );
+    let handle = forward
+        .lines()
+        .find(|l| l.contains("jump from-wl-dispatch"))
+        .and_then(|l| l.rsplit_once("# handle "))
+        .map(|(_, handle)| handle.trim().to_owned())
+        .unwrap_or_else(|| panic!("no jump to from-wl-dispatch in filter-forward:\n{forward}"));
+    let chain = format!("to-wl-{iface}");
+    for args in [
+        &[
+            "delete",
+            "rule",
+            "inet",
+            "calico",
+            "filter-forward",
+            "handle",
+            &handle,
+        ][..],
+        &["flush", "chain", "inet", "calico", "to-wl-dispatch"],
+        &["insert", "rule", "inet", "calico", &chain, "accept"],
+    ] {
+        lab.nft("host2", args);
+    }
 }
 
 /// Felix loses etcd: the dataplane stays as it was; what changed meanwhile (a delete among

@@ -10,16 +10,22 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use calico_lab::{Lab, sh};
 use calico_testkit::require_tool;
 
+pub mod firewall;
 pub mod openstack;
+
+pub use firewall::Backend;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_calico-lab");
 
 pub struct TestLab {
     pub name: String,
+    /// The firewall backend its Felixes run (as started: a test that switches it knows).
+    pub backend: Backend,
 }
 
 impl TestLab {
-    /// `calico-lab up --hosts N` with extra Felix settings (`Name=Value`).
+    /// `calico-lab up --hosts N` with extra Felix settings (`Name=Value`), on the backend
+    /// `CALICO_TEST_BACKEND` asks for unless they name `NFTablesMode`.
     pub fn up(hosts: u32, felix_config: &[&str]) -> TestLab {
         let mut extra = Vec::new();
         for setting in felix_config {
@@ -28,8 +34,23 @@ impl TestLab {
         TestLab::up_with(hosts, &extra)
     }
 
-    /// `calico-lab up --hosts N` with extra arguments.
+    /// `calico-lab up --hosts N` with extra arguments, on the backend `CALICO_TEST_BACKEND`
+    /// asks for (see `firewall.rs`) unless they name `NFTablesMode`; checks that every host
+    /// runs it.
     pub fn up_with(hosts: u32, extra: &[&str]) -> TestLab {
+        let mut extra = extra.to_vec();
+        if firewall::named_mode(&extra).is_none() && Backend::from_env() == Backend::Nftables {
+            extra.extend(["--felix-config", "NFTablesMode=Enabled"]);
+        }
+        let lab = TestLab::up_as_given(hosts, &extra);
+        lab.assert_backend(lab.backend);
+        lab
+    }
+
+    /// `calico-lab up --hosts N` with exactly these arguments, whatever `CALICO_TEST_BACKEND`
+    /// says: for a test that sets `NFTablesMode` in etcd (an environment variable would
+    /// override it).
+    pub fn up_as_given(hosts: u32, extra: &[&str]) -> TestLab {
         for tool in [
             "bird",
             "birdc",
@@ -62,7 +83,12 @@ impl TestLab {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let lab = TestLab { name };
+        let backend =
+            firewall::named_mode(extra).map_or(Backend::Iptables, |mode| Backend::of_mode(&mode));
+        if backend == Backend::Nftables {
+            require_tool("nft");
+        }
+        let lab = TestLab { name, backend };
         let hosts = hosts.to_string();
         let mut args = vec!["up", "--hosts", &hosts];
         args.extend_from_slice(extra);
@@ -225,9 +251,10 @@ impl TestLab {
         words
     }
 
-    /// Starts `calico-lab flow` inside workload `from`: one TCP connection to `to` kept busy
-    /// for `seconds`, an echo every `every_ms` (each may take `patience_ms`). Wait for it with
-    /// `wait_with_output`; it fails if an echo did not come back.
+    /// Starts `calico-lab flow --json` inside workload `from`: one TCP connection to `to` kept
+    /// busy for `seconds`, an echo every `every_ms` (each may take `patience_ms`). Wait for it
+    /// with `wait_with_output`; it fails if an echo did not come back. [`flow_report`] reads
+    /// what it saw.
     pub fn start_flow(
         &self,
         from: &str,
@@ -242,7 +269,9 @@ impl TestLab {
             patience_ms.to_string(),
         );
         Command::new(BIN)
-            .args(["--lab", &self.name, "exec", from, "--", BIN, "flow", to])
+            .args([
+                "--lab", &self.name, "exec", from, "--", BIN, "flow", to, "--json",
+            ])
             .args([
                 "--seconds",
                 &seconds,
@@ -322,8 +351,19 @@ impl TestLab {
     }
 }
 
+/// The report of a finished [`TestLab::start_flow`]; fails with its output when there is none.
+pub fn flow_report(out: &Output) -> calico_lab::probe::FlowReport {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "no report from the flow ({e}): {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
 /// A process started by a test, killed when dropped (also when the test fails).
-pub struct Background(std::process::Child);
+pub struct Background(pub std::process::Child);
 
 impl Drop for Background {
     fn drop(&mut self) {

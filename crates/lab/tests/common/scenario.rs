@@ -226,9 +226,30 @@ fn rules(rng: &mut Rng, actions: &[&str], max: usize) -> Vec<Value> {
         .collect()
 }
 
-/// Writes one random scenario: profiles, two tiers of policies, the endpoints' labels and
-/// profiles. Returns its description (every key written) for failure messages.
-pub fn write(fabric: &Fabric, rng: &mut Rng, endpoints: &mut [Endpoint]) -> String {
+/// What a scenario holds beyond profiles and the two tiers `ta` and `tb`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Plain,
+    /// Also the tier [`KEYED_TIER`], first, of several policies whose inbound rules all name a
+    /// protocol and (mostly) ports: the policies the nftables backend dispatches by verdict
+    /// map (`crates/dataplane/src/nft/tiers.rs`).
+    Keyed,
+}
+
+/// The tier of a [`Kind::Keyed`] scenario (a plain one deletes it).
+pub const KEYED_TIER: &str = "tk";
+/// Its policies: `k0`, `k1`, …
+const KEYED_POLICIES: usize = 7;
+
+/// Selectors that match most workloads, so that most endpoints get several of the keyed
+/// policies in a row.
+const BROAD_SELECTORS: [&str; 5] = ["all()", "all()", "has(role)", "role != \"a\"", "!has(env)"];
+
+/// Writes one random scenario: profiles, two tiers of policies (three for [`Kind::Keyed`]),
+/// the endpoints' labels and profiles. Returns its description (every key written) for
+/// failure messages. A plain scenario draws exactly what it drew before keyed ones existed,
+/// so a seed's plain scenarios stay as they were.
+pub fn write(fabric: &Fabric, rng: &mut Rng, endpoints: &mut [Endpoint], kind: Kind) -> String {
     let mut text = String::new();
     let put = |text: &mut String, key: &str, value: String| {
         let _ = writeln!(text, "{key} {value}");
@@ -265,7 +286,71 @@ pub fn write(fabric: &Fabric, rng: &mut Rng, endpoints: &mut [Endpoint]) -> Stri
         fabric.put(&endpoint.key, &endpoint.json.to_string());
         let _ = writeln!(text, "{} labels {labels} profiles {profiles:?}", w.name);
     }
+    match kind {
+        Kind::Plain => delete_keyed_tier(fabric, &mut text),
+        Kind::Keyed => keyed_tier(fabric, rng, &mut text),
+    }
     text
+}
+
+fn delete_keyed_tier(fabric: &Fabric, text: &mut String) {
+    for k in 0..KEYED_POLICIES {
+        fabric.del(&format!("/calico/v1/policy/tier/{KEYED_TIER}/policy/k{k}"));
+    }
+    fabric.del(&format!("/calico/v1/policy/tier/{KEYED_TIER}/metadata"));
+    let _ = writeln!(text, "(no tier {KEYED_TIER})");
+}
+
+/// The tier [`KEYED_TIER`], before `ta`: policies in a fixed order whose inbound rules name a
+/// protocol and mostly ports (overlapping ports and ranges among them); now and then one with
+/// a rule of any kind (when it matches any protocol, it splits the policies around it into
+/// two runs) or one without inbound rules (it takes no part). Outbound rules are few and end
+/// in next-tier.
+fn keyed_tier(fabric: &Fabric, rng: &mut Rng, text: &mut String) {
+    let key = format!("/calico/v1/policy/tier/{KEYED_TIER}/metadata");
+    let value = json!({"order": 5}).to_string();
+    let _ = writeln!(text, "{key} {value}");
+    fabric.put(&key, &value);
+    for k in 0..KEYED_POLICIES {
+        let inbound: Vec<Value> = match rng.below(10) {
+            0 => vec![],
+            1 => vec![rule(rng, &["allow", "deny", "next-tier"])],
+            _ => (0..1 + rng.below(3)).map(|_| keyed_rule(rng)).collect(),
+        };
+        let mut outbound = rules(rng, &["allow", "deny"], 1);
+        outbound.push(json!({"action": "next-tier"}));
+        let value = json!({
+            "selector": rng.pick(&BROAD_SELECTORS),
+            "order": k,
+            "inbound_rules": inbound,
+            "outbound_rules": outbound,
+        });
+        let key = format!("/calico/v1/policy/tier/{KEYED_TIER}/policy/k{k}");
+        let _ = writeln!(text, "{key} {value}");
+        fabric.put(&key, &value.to_string());
+    }
+}
+
+/// A rule that names a protocol, and for TCP and UDP mostly destination ports; sometimes a
+/// source match too. Its action lets about half of what it matches on to the next tier.
+fn keyed_rule(rng: &mut Rng) -> Value {
+    let mut rule = serde_json::Map::new();
+    let protocol = *rng.pick(&["tcp", "tcp", "tcp", "udp", "udp", "icmp", "icmpv6"]);
+    rule.insert("protocol".into(), json!(protocol));
+    if matches!(protocol, "tcp" | "udp") && rng.chance(85) {
+        let ports: Vec<Value> = match rng.below(3) {
+            0 => vec![json!(*rng.pick(&RULE_PORTS))],
+            1 => vec![json!(*rng.pick(&RULE_PORTS)), json!(*rng.pick(&RULE_PORTS))],
+            _ => vec![json!(*rng.pick(&PORT_RANGES))],
+        };
+        rule.insert("dst_ports".into(), json!(ports));
+    }
+    if rng.chance(25) {
+        end_match(rng, &mut rule, "src");
+    }
+    let action = *rng.pick(&["allow", "allow", "deny", "next-tier", "next-tier"]);
+    rule.insert("action".into(), json!(action));
+    Value::Object(rule)
 }
 
 /// A tier with a policy or two, often ending in next-tier, or one that drops most of what it
