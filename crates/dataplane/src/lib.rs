@@ -5,6 +5,7 @@
 pub mod backend;
 pub mod drift;
 pub mod driver;
+pub mod flowlog;
 pub mod ipip;
 pub mod nft;
 pub mod render;

@@ -126,6 +126,9 @@ const PARAMS: &[Param] = &[
     param("PrometheusMetricsPort", "9091"),
     param("FanoutAddr", ""),
     param("NFTablesMode", "Disabled"),
+    param("FlowLogsEnabled", "false"),
+    param("FlowLogsFlushInterval", "15"),
+    param("FlowLogsAggregator", ""),
 ];
 
 /// What Felix needs before it can read etcd.
@@ -170,6 +173,12 @@ pub struct Config {
     pub fanout_addr: Option<String>,
     /// Which firewall backend programs the kernel (`NFTablesMode`).
     pub nftables_mode: NftablesMode,
+    /// Flow logs (`FlowLogsEnabled`): the firewall logs each decision to NFLOG and Felix
+    /// aggregates flows per `FlowLogsFlushInterval` and sends them to `FlowLogsAggregator`.
+    pub flow_logs: bool,
+    pub flow_logs_flush: Duration,
+    /// `host:port` of a `calico-flows` aggregator; `None` when unset.
+    pub flow_logs_aggregator: Option<String>,
     /// Each parameter's final value and where it came from, for the start-up log.
     pub report: Vec<(&'static str, String, Source)>,
     /// Invalid values found in etcd and treated as missing, one warning line each.
@@ -437,12 +446,25 @@ impl Config {
             metrics_port: t.parse("PrometheusMetricsPort", port)?,
             fanout_addr: t.parse("FanoutAddr", fanout_addr)?,
             nftables_mode: t.parse("NFTablesMode", str::parse)?,
+            flow_logs: t.parse("FlowLogsEnabled", boolean)?,
+            flow_logs_flush: t.parse("FlowLogsFlushInterval", seconds)?,
+            flow_logs_aggregator: t.parse("FlowLogsAggregator", aggregator_addr)?,
             report: Vec::new(),
             warnings: Vec::new(),
         };
+        let mut warnings = t.warnings;
+        let mut config = config;
+        if config.flow_logs && config.flow_logs_aggregator.is_none() {
+            warnings.push(
+                "FlowLogsEnabled is true but FlowLogsAggregator is unset: flow logs stay off \
+                 (set FlowLogsAggregator to the host:port of a calico-flows aggregator)"
+                    .to_owned(),
+            );
+            config.flow_logs = false;
+        }
         Ok(Config {
             report: t.report,
-            warnings: t.warnings,
+            warnings,
             ..config
         })
     }
@@ -462,6 +484,7 @@ impl Config {
                 .as_deref()
                 .and_then(|addr| addr.parse::<Ipv4Addr>().ok())
                 .map(|ip| SocketAddrV4::new(ip, self.metadata_port)),
+            flow_logs: self.flow_logs,
         }
     }
 }
@@ -505,6 +528,14 @@ impl Config {
                 self.metrics_port != new.metrics_port,
             ),
             ("FanoutAddr", self.fanout_addr != new.fanout_addr),
+            (
+                "FlowLogsFlushInterval",
+                self.flow_logs_flush != new.flow_logs_flush,
+            ),
+            (
+                "FlowLogsAggregator",
+                self.flow_logs_aggregator != new.flow_logs_aggregator,
+            ),
         ];
         differs
             .into_iter()
@@ -523,6 +554,7 @@ impl Config {
             ("DropActionOverride", self.drop_action != new.drop_action),
             ("MetadataAddr", self.metadata_addr != new.metadata_addr),
             ("NFTablesMode", self.nftables_mode != new.nftables_mode),
+            ("FlowLogsEnabled", self.flow_logs != new.flow_logs),
             ("MetadataPort", self.metadata_port != new.metadata_port),
             (
                 "FailsafeInboundHostPorts",
@@ -661,6 +693,12 @@ fn fanout_addr(v: &str) -> Result<Option<String>, String> {
         }
         _ => Err("expected host:port of a calico-fanout (or empty to read etcd)".to_owned()),
     }
+}
+
+fn aggregator_addr(v: &str) -> Result<Option<String>, String> {
+    fanout_addr(v).map_err(|_| {
+        "expected host:port of a calico-flows aggregator (or empty for none)".to_owned()
+    })
 }
 
 fn mark_mask(v: &str) -> Result<MarkBits, String> {

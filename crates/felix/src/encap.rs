@@ -1,17 +1,47 @@
 //! Encapsulation for Felix: VXLAN ([`calico_dataplane::vxlan`]) from the hosts' tunnel
 //! endpoints, and IPIP ([`calico_dataplane::ipip`]) from the hosts' registered addresses, each
 //! plan kept applied as pools, endpoints, tunnel endpoints and host addresses change.
+//!
+//! [`Encapsulation`] is part of the agent's core: it keeps what the plans depend on, hands out
+//! the plans when they differ from those applied ([`Encapsulation::due`]), and learns how
+//! applying them went ([`Encapsulation::applied`]); [`apply`] is the executor's half.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use calico_calc::Cluster;
-use calico_dataplane::ipip::{self, Ipip, IpipPlan};
-use calico_dataplane::vxlan::{self, Vxlan, VxlanPlan};
+use calico_dataplane::ipip::{self, Ipip, IpipChanges, IpipPlan};
+use calico_dataplane::vxlan::{self, Vxlan, VxlanChanges, VxlanPlan};
 use calico_linux::NetlinkError;
 use calico_model::tunnel::VxlanTunnel;
 use calico_model::{IpVersion, Key, Value, parse_value};
 use ipnet::IpNet;
+
+/// The VXLAN and IPIP plans for this host, applied together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncapPlans {
+    pub vxlan: VxlanPlan,
+    pub ipip: IpipPlan,
+}
+
+/// What applying the plans changed.
+#[derive(Debug, Clone, Default)]
+pub struct EncapChanges {
+    pub vxlan: VxlanChanges,
+    pub ipip: IpipChanges,
+}
+
+/// Applies `plans` through the kernel's devices: VXLAN first, then IPIP.
+pub async fn apply(
+    plans: &EncapPlans,
+    vxlan: &Vxlan,
+    ipip: &Ipip,
+) -> Result<EncapChanges, NetlinkError> {
+    Ok(EncapChanges {
+        vxlan: vxlan.sync(&plans.vxlan).await?,
+        ipip: ipip.sync(&plans.ipip).await?,
+    })
+}
 
 /// The encapsulation side of the agent.
 #[derive(Debug)]
@@ -23,10 +53,10 @@ pub struct Encapsulation {
     tunnels: BTreeMap<String, VxlanTunnel>,
     /// Every host's registered IPv4 address, by hostname.
     hosts: BTreeMap<String, Ipv4Addr>,
-    vxlan: Vxlan,
-    ipip: Ipip,
     /// The plans last applied (`None`: apply the next one whatever it is).
-    applied: Option<(VxlanPlan, IpipPlan)>,
+    applied: Option<EncapPlans>,
+    /// The plans handed out and not yet reported applied.
+    sent: Option<EncapPlans>,
     /// The tunnel device IPIP needs and the kernel does not have.
     ipip_missing: Option<String>,
     /// What was last said about each pool asking for IPIP, so it is said once.
@@ -36,15 +66,14 @@ pub struct Encapsulation {
 }
 
 impl Encapsulation {
-    pub fn new(hostname: &str, ipip_enabled: bool, vxlan: Vxlan, ipip: Ipip) -> Encapsulation {
+    pub fn new(hostname: &str, ipip_enabled: bool) -> Encapsulation {
         Encapsulation {
             hostname: hostname.to_owned(),
             ipip_enabled,
             tunnels: BTreeMap::new(),
             hosts: BTreeMap::new(),
-            vxlan,
-            ipip,
             applied: None,
+            sent: None,
             ipip_missing: None,
             ipip_reported: BTreeMap::new(),
             dirty: true,
@@ -103,37 +132,56 @@ impl Encapsulation {
         self.dirty = true;
     }
 
-    /// Applies the plans for the cluster as it is, if they differ from the last ones applied.
-    pub async fn sync(&mut self, cluster: &Cluster) -> Result<(), NetlinkError> {
+    /// The plans for the cluster as it is, when something they depend on changed and they
+    /// differ from those last applied; `None` when there is nothing to apply. Either way the
+    /// encapsulation counts as clean until [`applied`](Encapsulation::applied) says otherwise.
+    pub fn due(&mut self, cluster: &Cluster) -> Option<EncapPlans> {
         if !self.dirty {
-            return Ok(());
+            return None;
         }
+        self.dirty = false;
+        let plans = self.plans(cluster);
+        if self.applied.as_ref() == Some(&plans) {
+            self.report_ipip(cluster);
+            return None;
+        }
+        self.sent = Some(plans.clone());
+        Some(plans)
+    }
+
+    /// The plans [`due`](Encapsulation::due) handed out could not be applied: due again (the
+    /// caller logs why).
+    pub fn failed(&mut self) {
+        self.sent = None;
+        self.dirty = true;
+    }
+
+    /// The plans [`due`](Encapsulation::due) handed out were applied, with these changes.
+    pub fn applied(&mut self, changes: &EncapChanges, cluster: &Cluster) {
+        if !changes.vxlan.is_empty() {
+            tracing::info!(changes = ?changes.vxlan, "VXLAN programmed");
+        }
+        let ipip = &changes.ipip;
+        if !ipip.routes_added.is_empty() || !ipip.routes_removed.is_empty() {
+            tracing::info!(changes = ?ipip, "IPIP programmed");
+        }
+        self.ipip_missing = ipip.missing_device.clone();
+        self.applied = self.sent.take();
+        self.report_ipip(cluster);
+    }
+
+    fn plans(&self, cluster: &Cluster) -> EncapPlans {
         let endpoints = &cluster.endpoints;
-        let plans = (
-            vxlan::plan(&self.hostname, &self.tunnels, &cluster.pools, endpoints),
-            ipip::plan(
+        EncapPlans {
+            vxlan: vxlan::plan(&self.hostname, &self.tunnels, &cluster.pools, endpoints),
+            ipip: ipip::plan(
                 &self.hostname,
                 self.ipip_enabled,
                 &self.hosts,
                 &cluster.pools,
                 endpoints,
             ),
-        );
-        if self.applied.as_ref() != Some(&plans) {
-            let changes = self.vxlan.sync(&plans.0).await?;
-            if !changes.is_empty() {
-                tracing::info!(?changes, "VXLAN programmed");
-            }
-            let changes = self.ipip.sync(&plans.1).await?;
-            self.ipip_missing = changes.missing_device.clone();
-            if !changes.routes_added.is_empty() || !changes.routes_removed.is_empty() {
-                tracing::info!(?changes, "IPIP programmed");
-            }
-            self.applied = Some(plans);
         }
-        self.report_ipip(cluster);
-        self.dirty = false;
-        Ok(())
     }
 
     /// Says once per pool (and again when the reason changes) why a pool asking for IPIP is

@@ -1,21 +1,23 @@
-//! When Felix programs the firewall (iptables and IP sets, or nf_tables) and how much: nothing until the
-//! datastore snapshot is in, a full sync first and after any failure, then only the
+//! When Felix programs the firewall (iptables and IP sets, or nf_tables) and how much: nothing
+//! until the datastore snapshot is in, a full sync first and after any failure, then only the
 //! calculator's changes, and a periodic check that rewrites only what drifted (the kernel is
-//! read off the update path: [`Firewall::reader`], then [`Firewall::repair_drift`]). The outcome of each step
-//! is a value the agent logs and counts; the decisions are tested here without root, against
-//! the in-memory kernel.
+//! read off the update path, and the snapshot waits here for the pending changes to go first).
+//!
+//! The decisions are [`Firewall`]'s, part of the agent's core (`core.rs`): it hands out
+//! [`Work`] as data and learns the [`Outcome`]; [`execute`] carries the work out on a
+//! [`Backend`], in the agent's executor or, in tests, over the in-memory kernel.
 //!
 //! ```text
 //!  AwaitingSnapshot ──snapshot──► NeedsFullSync ──sync ok──► InStep ──apply fails──┐
 //!                                      ▲   └──sync fails: stays (retried)          │
 //!                                      └───────────────────────────────────────────┘
-//!                                   (also: a failed drift repair, a new configuration)
+//!                                   (also: a failed drift repair, a new backend)
 //! ```
 
 use std::time::{Duration, Instant};
 
 use calico_calc::{Changes, DesiredState};
-use calico_dataplane::{Backend, BackendReader, BackendSnapshot, DataplaneError, Repairs};
+use calico_dataplane::{Backend, BackendSnapshot, DataplaneError, Repairs};
 
 /// Where the firewall stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,31 +32,48 @@ pub enum Stage {
     InStep,
 }
 
-/// What one step did.
+/// One piece of work for the backend.
+#[derive(Debug)]
+pub enum Work {
+    /// Make the kernel equal to the desired state (writing only what differs).
+    FullSync,
+    /// Apply a batch of the calculator's changes.
+    Apply(Changes),
+    /// Rewrite what drifted since this snapshot of the kernel was read.
+    RepairDrift(Box<BackendSnapshot>),
+}
+
+/// What one piece of work did.
 #[derive(Debug)]
 pub enum Outcome {
-    /// Nothing was due.
-    Idle,
     /// A full sync ran; what it repaired beyond reloading.
     Synced { repairs: Repairs, took: Duration },
     /// A batch of changes was applied.
     Applied { took: Duration },
+    /// The drift check's repair ran; what it rewrote (often nothing).
+    Repaired { repairs: Repairs, took: Duration },
     /// The kernel refused; a full sync is due.
     Failed(DataplaneError),
 }
 
-/// The dataplane and where it stands.
+/// Where the firewall stands, and the drift check's snapshot waiting for its turn.
 #[derive(Debug)]
 pub struct Firewall {
-    dataplane: Backend,
     stage: Stage,
+    drift: Option<Box<BackendSnapshot>>,
+}
+
+impl Default for Firewall {
+    fn default() -> Self {
+        Firewall::new()
+    }
 }
 
 impl Firewall {
-    pub fn new(dataplane: Backend) -> Firewall {
+    pub fn new() -> Firewall {
         Firewall {
-            dataplane,
             stage: Stage::AwaitingSnapshot,
+            drift: None,
         }
     }
 
@@ -69,83 +88,81 @@ impl Firewall {
         }
     }
 
-    /// A full sync is due (unless nothing has been programmed yet).
+    /// A full sync is due (unless nothing has been programmed yet): a new backend took over.
     pub fn needs_full_sync(&mut self) {
         if self.stage != Stage::AwaitingSnapshot {
             self.stage = Stage::NeedsFullSync;
         }
     }
 
-    /// Which backend programs the kernel.
-    pub fn backend(&self) -> calico_dataplane::BackendKind {
-        self.dataplane.kind()
+    /// Whether a drift check may read the kernel now (only in step: otherwise a full sync is
+    /// due anyway).
+    pub fn may_read(&self) -> bool {
+        self.stage == Stage::InStep
     }
 
-    /// A new configuration: the new dataplane takes over with a full sync.
-    pub fn replace(&mut self, dataplane: Backend) {
-        self.dataplane = dataplane;
-        self.needs_full_sync();
+    /// The drift check's read came back: the repair runs after the pending changes.
+    pub fn drift_read(&mut self, snapshot: BackendSnapshot) {
+        self.drift = Some(Box::new(snapshot));
     }
 
-    /// Brings the firewall in step with `state`: a full sync when one is due, else `changes`.
-    pub fn program(&mut self, state: &DesiredState, changes: &Changes) -> Outcome {
-        let started = Instant::now();
-        let outcome = match self.stage {
-            Stage::AwaitingSnapshot => return Outcome::Idle,
-            Stage::NeedsFullSync => self.full_sync(state, started),
-            Stage::InStep if changes.is_empty() => Outcome::Idle,
-            Stage::InStep => match self.dataplane.apply(state, changes) {
-                Ok(()) => Outcome::Applied {
-                    took: started.elapsed(),
-                },
-                Err(error) => Outcome::Failed(error),
-            },
-        };
-        self.settle(&outcome);
-        outcome
-    }
-
-    /// A reader for the periodic drift check, to run off the update path; only when in step
-    /// (otherwise a full sync is due anyway).
-    pub fn reader(&self) -> Option<BackendReader> {
-        (self.stage == Stage::InStep).then(|| self.dataplane.reader())
-    }
-
-    /// The second half of the drift check: rewrites only what drifted since the snapshot's
-    /// chains and sets were last known good.
-    pub fn repair_drift(&mut self, snapshot: &BackendSnapshot, state: &DesiredState) -> Outcome {
-        if self.stage != Stage::InStep {
-            return Outcome::Idle;
-        }
-        let started = Instant::now();
-        let outcome = match self.dataplane.repair_drift(snapshot, state) {
-            Ok(repairs) => Outcome::Synced {
-                repairs,
-                took: started.elapsed(),
-            },
-            Err(error) => Outcome::Failed(error),
-        };
-        self.settle(&outcome);
-        outcome
-    }
-
-    fn full_sync(&mut self, state: &DesiredState, started: Instant) -> Outcome {
-        match self.dataplane.sync(state) {
-            Ok(repairs) => Outcome::Synced {
-                repairs,
-                took: started.elapsed(),
-            },
-            Err(error) => Outcome::Failed(error),
+    /// What to do for a batch of `changes`: a full sync when one is due (it covers the
+    /// changes and any drift), else the changes, else a waiting drift repair.
+    pub fn work(&mut self, changes: Changes) -> Option<Work> {
+        match self.stage {
+            Stage::AwaitingSnapshot => None,
+            Stage::NeedsFullSync => {
+                self.drift = None;
+                Some(Work::FullSync)
+            }
+            Stage::InStep if changes.is_empty() => self.follow_up(),
+            Stage::InStep => Some(Work::Apply(changes)),
         }
     }
 
-    fn settle(&mut self, outcome: &Outcome) {
+    /// What follows a piece of work that went well: the waiting drift repair, if any.
+    pub fn follow_up(&mut self) -> Option<Work> {
+        match self.stage {
+            Stage::InStep => self.drift.take().map(Work::RepairDrift),
+            _ => None,
+        }
+    }
+
+    /// Learns how a piece of work went.
+    pub fn settle(&mut self, outcome: &Outcome) {
         self.stage = match outcome {
-            Outcome::Idle => self.stage,
-            Outcome::Synced { .. } | Outcome::Applied { .. } => Stage::InStep,
-            Outcome::Failed(_) => Stage::NeedsFullSync,
+            Outcome::Synced { .. } | Outcome::Applied { .. } | Outcome::Repaired { .. } => {
+                Stage::InStep
+            }
+            Outcome::Failed(_) => {
+                self.drift = None;
+                Stage::NeedsFullSync
+            }
         };
     }
+}
+
+/// Carries out `work` on `backend` for `state` (blocking: iptables-restore, ipset, netlink).
+pub fn execute(backend: &mut Backend, work: Work, state: &DesiredState) -> Outcome {
+    let started = Instant::now();
+    let result = match work {
+        Work::FullSync => backend.sync(state).map(|repairs| Outcome::Synced {
+            repairs,
+            took: started.elapsed(),
+        }),
+        Work::Apply(changes) => backend.apply(state, &changes).map(|()| Outcome::Applied {
+            took: started.elapsed(),
+        }),
+        Work::RepairDrift(snapshot) => {
+            backend
+                .repair_drift(&snapshot, state)
+                .map(|repairs| Outcome::Repaired {
+                    repairs,
+                    took: started.elapsed(),
+                })
+        }
+    };
+    result.unwrap_or_else(Outcome::Failed)
 }
 
 #[cfg(test)]
@@ -184,28 +201,65 @@ mod tests {
         }
     }
 
-    fn firewall() -> (Firewall, FakeKernel, Calculator) {
-        let kernel = FakeKernel::new();
-        let nft = FakeNft::new(calico_table());
-        let mut calc = Calculator::new("h1");
-        calc.apply(WEB, Some(WEB_BODY));
-        calc.apply(DB, Some(DB_BODY));
-        (Firewall::new(iptables(&kernel, &nft)), kernel, calc)
+    /// The decisions, the backend they run on, and the calculator they follow.
+    struct Bench {
+        firewall: Firewall,
+        backend: Backend,
+        calc: Calculator,
+    }
+
+    impl Bench {
+        fn new() -> (Bench, FakeKernel) {
+            let kernel = FakeKernel::new();
+            let nft = FakeNft::new(calico_table());
+            let mut calc = Calculator::new("h1");
+            calc.apply(WEB, Some(WEB_BODY));
+            calc.apply(DB, Some(DB_BODY));
+            let backend = iptables(&kernel, &nft);
+            let firewall = Firewall::new();
+            (
+                Bench {
+                    firewall,
+                    backend,
+                    calc,
+                },
+                kernel,
+            )
+        }
+
+        /// One step as the agent takes it: the work due for the calculator's changes, carried
+        /// out and learnt from; `None` when nothing was due.
+        fn program(&mut self) -> Option<Outcome> {
+            let work = self.firewall.work(self.calc.take_changes())?;
+            Some(self.run(work))
+        }
+
+        fn run(&mut self, work: Work) -> Outcome {
+            let outcome = execute(&mut self.backend, work, self.calc.state());
+            self.firewall.settle(&outcome);
+            outcome
+        }
+
+        /// The drift check: the kernel read, then the repair once nothing else is pending.
+        fn check_drift(&mut self) -> Option<Outcome> {
+            let snapshot = self.backend.reader().read().unwrap();
+            self.firewall.drift_read(snapshot);
+            self.program()
+        }
     }
 
     #[test]
     fn a_new_backend_takes_over_and_removes_the_other() {
-        let (mut firewall, kernel, mut calc) = firewall();
+        let (mut bench, kernel) = Bench::new();
         let nft = FakeNft::new(calico_table());
-        firewall.snapshot_received();
-        let changes = calc.take_changes();
-        firewall.program(calc.state(), &changes);
+        bench.firewall.snapshot_received();
+        bench.program();
         assert!(kernel.dump().contains(":cali-wi-caliweb"));
 
-        firewall.replace(nftables(&kernel, &nft));
-        assert_eq!(firewall.backend(), BackendKind::Nftables);
-        let none = calc.take_changes();
-        let Outcome::Synced { repairs, .. } = firewall.program(calc.state(), &none) else {
+        bench.backend = nftables(&kernel, &nft);
+        bench.firewall.needs_full_sync();
+        assert_eq!(bench.backend.kind(), BackendKind::Nftables);
+        let Some(Outcome::Synced { repairs, .. }) = bench.program() else {
             panic!("a new backend starts with a full sync");
         };
         let table = nft.snapshot().expect("the nftables backend made its table");
@@ -222,46 +276,44 @@ mod tests {
                 .any(|c| c.contains("cali-wi-caliweb"))
         );
 
-        firewall.replace(iptables(&kernel, &nft));
-        firewall.program(calc.state(), &none);
+        bench.backend = iptables(&kernel, &nft);
+        bench.firewall.needs_full_sync();
+        bench.program();
         assert!(kernel.dump().contains(":cali-wi-caliweb"));
         assert_eq!(nft.snapshot(), None, "and back: the table is gone");
     }
 
     #[test]
     fn nothing_is_programmed_before_the_snapshot() {
-        let (mut firewall, kernel, mut calc) = firewall();
-        let changes = calc.take_changes();
-        assert!(matches!(
-            firewall.program(calc.state(), &changes),
-            Outcome::Idle
-        ));
-        assert!(firewall.reader().is_none());
-        firewall.needs_full_sync();
-        assert_eq!(firewall.stage(), Stage::AwaitingSnapshot);
+        let (mut bench, kernel) = Bench::new();
+        assert!(bench.program().is_none());
+        assert!(!bench.firewall.may_read());
+        bench.firewall.needs_full_sync();
+        assert_eq!(bench.firewall.stage(), Stage::AwaitingSnapshot);
         assert!(kernel.log().is_empty(), "{:?}", kernel.log());
     }
 
     #[test]
     fn a_full_sync_first_then_only_the_changes() {
-        let (mut firewall, kernel, mut calc) = firewall();
-        firewall.snapshot_received();
-        let changes = calc.take_changes();
-        let Outcome::Synced { repairs, .. } = firewall.program(calc.state(), &changes) else {
+        let (mut bench, kernel) = Bench::new();
+        bench.firewall.snapshot_received();
+        let Some(Outcome::Synced { repairs, .. }) = bench.program() else {
             panic!("the first step is a full sync");
         };
         assert_eq!(repairs.jumps.len(), 16, "{repairs:?}");
-        assert_eq!(firewall.stage(), Stage::InStep);
+        assert_eq!(bench.firewall.stage(), Stage::InStep);
         assert!(kernel.dump().contains(":cali-wi-caliweb"));
 
         kernel.clear_log();
-        calc.apply(
+        bench.calc.apply(
             "/calico/v1/policy/profile/web/rules",
             Some(r#"{"inbound_rules": [{"action": "deny"}]}"#),
         );
-        let changes = calc.take_changes();
-        let outcome = firewall.program(calc.state(), &changes);
-        assert!(matches!(outcome, Outcome::Applied { .. }), "{outcome:?}");
+        let outcome = bench.program();
+        assert!(
+            matches!(outcome, Some(Outcome::Applied { .. })),
+            "{outcome:?}"
+        );
         let restored: String = kernel.log().into_iter().map(|(_, input)| input).collect();
         let profile = calico_dataplane::profile_chain(true, "web");
         assert!(restored.contains(&format!(":{profile}")), "{restored}");
@@ -271,70 +323,76 @@ mod tests {
         );
 
         kernel.clear_log();
-        let none = calc.take_changes();
-        assert!(matches!(
-            firewall.program(calc.state(), &none),
-            Outcome::Idle
-        ));
+        assert!(bench.program().is_none(), "no change, no work");
         assert!(kernel.log().is_empty());
     }
 
     #[test]
     fn a_failure_makes_the_next_step_a_full_sync() {
-        let (mut firewall, kernel, mut calc) = firewall();
-        firewall.snapshot_received();
-        let changes = calc.take_changes();
-        firewall.program(calc.state(), &changes);
+        let (mut bench, kernel) = Bench::new();
+        bench.firewall.snapshot_received();
+        bench.program();
 
-        calc.apply(WEB, None);
-        let changes = calc.take_changes();
+        bench.calc.apply(WEB, None);
         kernel.fail_next("iptables-restore");
-        let outcome = firewall.program(calc.state(), &changes);
-        assert!(matches!(outcome, Outcome::Failed(_)), "{outcome:?}");
-        assert_eq!(firewall.stage(), Stage::NeedsFullSync);
+        let outcome = bench.program();
+        assert!(matches!(outcome, Some(Outcome::Failed(_))), "{outcome:?}");
+        assert_eq!(bench.firewall.stage(), Stage::NeedsFullSync);
         assert!(
             kernel.dump().contains(":cali-wi-caliweb"),
             "the failed batch left the endpoint's chain"
         );
 
         // No new change: the retry is a full sync all the same, and it catches up.
-        let none = calc.take_changes();
-        let outcome = firewall.program(calc.state(), &none);
-        assert!(matches!(outcome, Outcome::Synced { .. }), "{outcome:?}");
+        let outcome = bench.program();
+        assert!(
+            matches!(outcome, Some(Outcome::Synced { .. })),
+            "{outcome:?}"
+        );
         assert!(!kernel.dump().contains("caliweb"), "{}", kernel.dump());
-        assert_eq!(firewall.stage(), Stage::InStep);
+        assert_eq!(bench.firewall.stage(), Stage::InStep);
     }
 
     #[test]
-    fn the_drift_check_reads_only_in_step_and_rewrites_what_drifted() {
-        let (mut firewall, kernel, mut calc) = firewall();
+    fn the_drift_repair_waits_for_the_pending_changes_and_rewrites_what_drifted() {
+        let (mut bench, kernel) = Bench::new();
+        bench.firewall.snapshot_received();
+        bench.program();
+        assert!(bench.firewall.may_read());
+        let outcome = bench.check_drift();
         assert!(
-            firewall.reader().is_none(),
-            "nothing to check before the snapshot"
+            matches!(&outcome, Some(Outcome::Repaired { repairs, .. }) if repairs.is_empty()),
+            "{outcome:?}"
         );
-        firewall.snapshot_received();
-        let changes = calc.take_changes();
-        firewall.program(calc.state(), &changes);
-        let snapshot = firewall.reader().expect("in step").read().unwrap();
-        assert!(matches!(
-            firewall.repair_drift(&snapshot, calc.state()),
-            Outcome::Synced { repairs, .. } if repairs.is_empty()
-        ));
+
+        // A change arrives while the kernel is read: it goes first, then the repair.
         let drift = "*filter\n-I cali-wi-caliweb 1 -j ACCEPT\nCOMMIT\n";
         FirewallTables::restore(&kernel, Family::V4, drift).unwrap();
-        let snapshot = firewall.reader().unwrap().read().unwrap();
-        let Outcome::Synced { repairs, .. } = firewall.repair_drift(&snapshot, calc.state()) else {
-            panic!("the check repairs");
+        let snapshot = bench.backend.reader().read().unwrap();
+        bench.firewall.drift_read(snapshot);
+        bench.calc.apply(DB, None);
+        let outcome = bench.program();
+        assert!(
+            matches!(outcome, Some(Outcome::Applied { .. })),
+            "{outcome:?}"
+        );
+        let Some(Outcome::Repaired { repairs, .. }) =
+            bench.firewall.follow_up().map(|w| bench.run(w))
+        else {
+            panic!("the repair follows the changes");
         };
         assert_eq!(repairs.drifted_chains, ["V4 filter cali-wi-caliweb"]);
+        assert!(bench.firewall.follow_up().is_none(), "one repair per read");
 
-        // A repair the kernel refuses: a full sync is due, and no check runs until then.
+        // A repair the kernel refuses: a full sync is due, and no check reads until then.
         IpSets::restore(&kernel, "create cali4-x hash:ip\n").unwrap();
-        let snapshot = firewall.reader().unwrap().read().unwrap();
+        let snapshot = bench.backend.reader().read().unwrap();
+        bench.firewall.drift_read(snapshot);
         kernel.fail_next("ipset");
-        let outcome = firewall.repair_drift(&snapshot, calc.state());
-        assert!(matches!(outcome, Outcome::Failed(_)), "{outcome:?}");
-        assert_eq!(firewall.stage(), Stage::NeedsFullSync);
-        assert!(firewall.reader().is_none());
+        let outcome = bench.program();
+        assert!(matches!(outcome, Some(Outcome::Failed(_))), "{outcome:?}");
+        assert_eq!(bench.firewall.stage(), Stage::NeedsFullSync);
+        assert!(!bench.firewall.may_read());
+        assert!(matches!(bench.program(), Some(Outcome::Synced { .. })));
     }
 }

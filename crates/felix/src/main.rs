@@ -1,6 +1,6 @@
 //! `calico-felix`: the per-host agent. Reads its configuration (environment, config file, etcd),
-//! waits for the datastore to be ready, then keeps this host's routes-to-be and firewall in
-//! line with the datastore. See docs/configuration.md. With `--dry-run` it only prints what it
+//! then keeps this host's routes and firewall in line with the datastore once it is ready
+//! (`/calico/v1/Ready`). See docs/configuration.md. With `--dry-run` it only prints what it
 //! would program (docs/felix.md).
 
 use std::path::PathBuf;
@@ -101,7 +101,6 @@ async fn run(args: Args, logging: &Logging) -> anyhow::Result<()> {
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
-    agent::wait_for_ready(&store).await;
     agent::run(&store, config, inputs, Netns::current()).await
 }
 

@@ -17,6 +17,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
+use crate::core::Metric;
+
 /// Labels naming the kernel tool that failed: `tool="iptables"`, `"ipset"`, `"netlink"`, ...
 type ToolLabels = Vec<(String, String)>;
 
@@ -46,6 +48,9 @@ pub struct Metrics {
     pub written_chains: Counter,
     /// Operations of nf_tables transactions written (rules, elements, chains, sets).
     pub written_nft_ops: Counter,
+    /// Flow logs: logged packets read and dropped, records made and dropped, and the sender's
+    /// counts, by `what`.
+    pub flow_logs: Family<ToolLabels, Counter>,
     /// 1 for the firewall backend that runs (`backend="iptables"` or `"nftables"`), 0 for the
     /// other.
     pub backend: Family<ToolLabels, Gauge>,
@@ -127,6 +132,12 @@ impl Metrics {
             "Operations of nf_tables transactions written (rules, elements, chains, sets)",
             written_nft_ops.clone(),
         );
+        let flow_logs = Family::<ToolLabels, Counter>::default();
+        registry.register(
+            "flow_logs",
+            "Flow logs: packets logged and dropped, records made, dropped, sent, accepted, refused",
+            flow_logs.clone(),
+        );
         let backend = Family::<ToolLabels, Gauge>::default();
         registry.register(
             "dataplane_backend",
@@ -146,6 +157,7 @@ impl Metrics {
             written_bytes,
             written_chains,
             written_nft_ops,
+            flow_logs,
             backend,
         }
     }
@@ -176,6 +188,42 @@ impl Metrics {
         }
         catch_up(&self.written_chains, &written.chains);
         catch_up(&self.written_nft_ops, &written.nft_ops);
+    }
+
+    /// Records what the agent's core decided about a metric.
+    pub fn record(&self, metric: &Metric) {
+        match metric {
+            Metric::Updates(n) => {
+                self.updates.inc_by(*n);
+            }
+            Metric::Resync => {
+                self.resyncs.inc();
+            }
+            Metric::Failed(tool) => self.failed(tool),
+            Metric::FullSync(took) => self.sync_seconds.observe(took.as_secs_f64()),
+            Metric::Applied(took) => self.apply_seconds.observe(took.as_secs_f64()),
+            Metric::Repaired => {
+                self.repairs.inc();
+            }
+            Metric::Programmed {
+                revision,
+                endpoints,
+            } => {
+                self.applied_revision.set(*revision);
+                self.endpoints
+                    .set(i64::try_from(*endpoints).unwrap_or(i64::MAX));
+            }
+            Metric::Backend(kind) => self.set_backend(kind.name()),
+        }
+    }
+
+    /// Brings the flow-log counters up to the running flow logs' totals.
+    pub fn count_flow_logs(&self, flow_logs: &crate::flowlogs::FlowLogs) {
+        for (what, total) in flow_logs.totals() {
+            let labels = vec![("what".to_owned(), what.to_owned())];
+            let counter = self.flow_logs.get_or_create(&labels);
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
     }
 
     /// Counts a failure of `tool`.

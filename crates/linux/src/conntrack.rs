@@ -1,5 +1,6 @@
 //! Forgetting the connections of removed addresses, so that a removed endpoint's flows do not
-//! outlive it (and cannot be picked up by the next workload given the same address).
+//! outlive it (and cannot be picked up by the next workload given the same address); and
+//! listing the connections with their packet and byte counters ([`connections`]), for flow logs.
 //!
 //! This talks ctnetlink (`NETLINK_NETFILTER`, subsystem `CTNETLINK`) on its own socket: one dump
 //! of the family's table, matched against every address of the batch in the original and reply
@@ -18,6 +19,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_NETFILTER};
 
+use crate::nfnl::{Writer, align, messages, whole_attributes};
 use crate::{Netns, in_netns};
 
 /// Why connections could not be forgotten.
@@ -40,10 +42,17 @@ const NLM_F_ACK: u16 = 0x4;
 const NLM_F_DUMP: u16 = 0x300;
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
-const NLA_TYPE_MASK: u16 = 0x3fff;
 const CTA_TUPLE_ORIG: u16 = 1;
 const CTA_TUPLE_REPLY: u16 = 2;
 const CTA_ZONE: u16 = 18;
+const CTA_TUPLE_PROTO: u16 = 2;
+const CTA_PROTO_NUM: u16 = 1;
+const CTA_PROTO_SRC_PORT: u16 = 2;
+const CTA_PROTO_DST_PORT: u16 = 3;
+const CTA_COUNTERS_ORIG: u16 = 9;
+const CTA_COUNTERS_REPLY: u16 = 10;
+const CTA_COUNTERS_PACKETS: u16 = 1;
+const CTA_COUNTERS_BYTES: u16 = 2;
 const CTA_TUPLE_IP: u16 = 1;
 const CTA_IP_V4_SRC: u16 = 1;
 const CTA_IP_V4_DST: u16 = 2;
@@ -52,7 +61,6 @@ const CTA_IP_V6_DST: u16 = 4;
 const AF_INET: u8 = 2;
 const AF_INET6: u8 = 10;
 const ENOENT: i32 = 2;
-const HEADER: usize = 16;
 
 /// Deletes every conntrack entry with one of `addresses` at either end, in either direction.
 /// Returns how many entries went; nothing to delete is fine. The socket is synchronous: the
@@ -71,21 +79,7 @@ pub async fn flush_conntrack(netns: &Netns, addresses: &[IpAddr]) -> Result<usiz
 }
 
 fn flush_blocking(netns: &Netns, addresses: &[IpAddr]) -> Result<usize, ConntrackError> {
-    let socket = in_netns(netns, || {
-        let mut socket = Socket::new(NETLINK_NETFILTER)?;
-        socket.bind_auto()?;
-        socket.connect(&SocketAddr::new(0, 0))?;
-        Ok(socket)
-    })
-    .map_err(|e| ConntrackError::Open {
-        netns: netns.to_string(),
-        reason: e.to_string(),
-    })?;
-    let mut session = Session {
-        socket,
-        sequence: 0,
-        buffer: Vec::with_capacity(64 * 1024),
-    };
+    let mut session = Session::open(netns)?;
     let gone: BTreeSet<IpAddr> = addresses.iter().copied().collect();
     let mut deleted = 0;
     for family in [AF_INET, AF_INET6] {
@@ -119,6 +113,67 @@ struct Entry {
     zone: Option<Vec<u8>>,
     /// Source and destination of the original and the reply tuple.
     addresses: Vec<IpAddr>,
+    /// The original and reply tuples, decoded.
+    tuples: [Option<Tuple>; 2],
+    /// Packets and bytes in the original and the reply direction (zero unless the kernel
+    /// counts them: `net.netfilter.nf_conntrack_acct = 1`).
+    counters: [(u64, u64); 2],
+}
+
+/// One direction of a connection: who sends to whom, over which protocol and ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tuple {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub protocol: u8,
+    /// For protocols with ports (TCP, UDP, SCTP, UDP-Lite); ICMP's id and type otherwise
+    /// read as none.
+    pub src_port: Option<u16>,
+    pub dst_port: Option<u16>,
+}
+
+/// A tracked connection and what went each way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Connection {
+    /// As the first packet had it.
+    pub original: Tuple,
+    /// As the answers have it (differs from the original reversed under NAT).
+    pub reply: Tuple,
+    pub packets_out: u64,
+    pub bytes_out: u64,
+    pub packets_back: u64,
+    pub bytes_back: u64,
+}
+
+/// Every tracked connection of `netns` (IPv4 and IPv6), with its counters. The counters are
+/// zero unless `net.netfilter.nf_conntrack_acct` is 1.
+pub async fn connections(netns: &Netns) -> Result<Vec<Connection>, ConntrackError> {
+    let netns = netns.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut session = Session::open(&netns)?;
+        let mut found = Vec::new();
+        for family in [AF_INET, AF_INET6] {
+            for entry in session.dump(family)? {
+                if let [Some(original), Some(reply)] = entry.tuples {
+                    let [(packets_out, bytes_out), (packets_back, bytes_back)] = entry.counters;
+                    found.push(Connection {
+                        original,
+                        reply,
+                        packets_out,
+                        bytes_out,
+                        packets_back,
+                        bytes_back,
+                    });
+                }
+            }
+        }
+        Ok(found)
+    })
+    .await
+    .map_err(|e| ConntrackError::Request {
+        operation: "dump",
+        reason: format!("the thread running it failed: {e}"),
+    })?
 }
 
 struct Session {
@@ -128,6 +183,24 @@ struct Session {
 }
 
 impl Session {
+    fn open(netns: &Netns) -> Result<Session, ConntrackError> {
+        let socket = in_netns(netns, || {
+            let mut socket = Socket::new(NETLINK_NETFILTER)?;
+            socket.bind_auto()?;
+            socket.connect(&SocketAddr::new(0, 0))?;
+            Ok(socket)
+        })
+        .map_err(|e| ConntrackError::Open {
+            netns: netns.to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(Session {
+            socket,
+            sequence: 0,
+            buffer: Vec::with_capacity(64 * 1024),
+        })
+    }
+
     fn send(
         &mut self,
         kind: u16,
@@ -146,8 +219,8 @@ impl Session {
         Ok(self.sequence)
     }
 
-    /// The next datagram's messages.
-    fn receive(&mut self, kind: u16) -> Result<Vec<Message>, ConntrackError> {
+    /// The next datagram's messages: (type without the subsystem, sequence, payload).
+    fn receive(&mut self, kind: u16) -> Result<Vec<(u16, u32, Vec<u8>)>, ConntrackError> {
         self.buffer.clear();
         self.socket
             .recv(&mut self.buffer, 0)
@@ -155,7 +228,13 @@ impl Session {
                 operation: operation(kind),
                 reason: e.to_string(),
             })?;
-        Ok(messages(&self.buffer))
+        Ok(messages(&self.buffer)
+            .into_iter()
+            .map(|m| {
+                let kind = if m.kind < 0x10 { m.kind } else { m.kind & 0xff };
+                (kind, m.seq, m.payload.to_vec())
+            })
+            .collect())
     }
 
     fn dump(&mut self, family: u8) -> Result<Vec<Entry>, ConntrackError> {
@@ -163,17 +242,17 @@ impl Session {
         let sequence = self.send(kind, NLM_F_REQUEST | NLM_F_DUMP, family, &[])?;
         let mut entries = Vec::new();
         loop {
-            for message in self.receive(kind)? {
-                if message.sequence != sequence {
+            for (message, seq, payload) in self.receive(kind)? {
+                if seq != sequence {
                     continue;
                 }
-                match message.kind {
+                match message {
                     NLMSG_DONE => return Ok(entries),
-                    NLMSG_ERROR => match error_code(&message.payload) {
+                    NLMSG_ERROR => match error_code(&payload) {
                         0 => {}
                         code => return Err(kernel_error(kind, code)),
                     },
-                    _ => entries.extend(entry(&message.payload)),
+                    _ => entries.extend(entry(&payload)),
                 }
             }
         }
@@ -189,9 +268,9 @@ impl Session {
         }
         let sequence = self.send(kind, NLM_F_REQUEST | NLM_F_ACK, family, &attributes)?;
         loop {
-            for message in self.receive(kind)? {
-                if message.sequence == sequence && message.kind == NLMSG_ERROR {
-                    return match error_code(&message.payload) {
+            for (message, seq, payload) in self.receive(kind)? {
+                if seq == sequence && message == NLMSG_ERROR {
+                    return match error_code(&payload) {
                         0 => Ok(true),
                         ENOENT => Ok(false),
                         code => Err(kernel_error(kind, code)),
@@ -219,43 +298,17 @@ fn kernel_error(kind: u16, code: i32) -> ConntrackError {
 
 /// A ctnetlink request: netlink header, `nfgenmsg`, attributes.
 fn request(kind: u16, flags: u16, sequence: u32, family: u8, attributes: &[u8]) -> Vec<u8> {
-    let length = HEADER + 4 + attributes.len();
-    let mut message = Vec::with_capacity(length);
-    message.extend_from_slice(&(length as u32).to_ne_bytes());
-    message.extend_from_slice(&((NFNL_SUBSYS_CTNETLINK << 8) | kind).to_ne_bytes());
-    message.extend_from_slice(&flags.to_ne_bytes());
-    message.extend_from_slice(&sequence.to_ne_bytes());
-    message.extend_from_slice(&0u32.to_ne_bytes());
-    message.extend_from_slice(&[family, 0, 0, 0]);
-    message.extend_from_slice(attributes);
-    message
-}
-
-/// One netlink message of a datagram: its type (the subsystem stripped), sequence and payload.
-#[derive(Debug)]
-struct Message {
-    kind: u16,
-    sequence: u32,
-    payload: Vec<u8>,
-}
-
-fn messages(datagram: &[u8]) -> Vec<Message> {
-    let mut found = Vec::new();
-    let mut rest = datagram;
-    while rest.len() >= HEADER {
-        let length = u32::from_ne_bytes(rest[0..4].try_into().expect("4 bytes")) as usize;
-        if length < HEADER || length > rest.len() {
-            break;
-        }
-        let kind = u16::from_ne_bytes([rest[4], rest[5]]);
-        found.push(Message {
-            kind: if kind < 0x10 { kind } else { kind & 0xff },
-            sequence: u32::from_ne_bytes(rest[8..12].try_into().expect("4 bytes")),
-            payload: rest[HEADER..length].to_vec(),
-        });
-        rest = &rest[align(length).min(rest.len())..];
-    }
-    found
+    let mut w = Writer::new();
+    w.message(
+        (NFNL_SUBSYS_CTNETLINK << 8) | kind,
+        flags,
+        sequence,
+        family,
+        0,
+    );
+    w.buf.extend_from_slice(attributes);
+    w.end();
+    w.buf
 }
 
 /// The errno of an `NLMSG_ERROR` payload (0 is an acknowledgement).
@@ -266,42 +319,37 @@ fn error_code(payload: &[u8]) -> i32 {
         .unwrap_or(0)
 }
 
-fn align(length: usize) -> usize {
-    (length + 3) & !3
-}
-
-/// The attributes in `data`: type (flags stripped), the whole attribute, its payload.
-fn attributes(data: &[u8]) -> impl Iterator<Item = (u16, &[u8], &[u8])> {
-    let mut rest = data;
-    std::iter::from_fn(move || {
-        if rest.len() < 4 {
-            return None;
-        }
-        let length = u16::from_ne_bytes([rest[0], rest[1]]) as usize;
-        if length < 4 || length > rest.len() {
-            return None;
-        }
-        let kind = u16::from_ne_bytes([rest[2], rest[3]]) & NLA_TYPE_MASK;
-        let whole = &rest[..length];
-        rest = &rest[align(length).min(rest.len())..];
-        Some((kind, whole, &whole[4..]))
-    })
-}
-
 /// An entry from a dumped message's payload (after `nfgenmsg`).
 fn entry(payload: &[u8]) -> Option<Entry> {
     let mut original = None;
     let mut zone = None;
     let mut addresses = Vec::new();
-    for (kind, whole, inner) in attributes(payload.get(4..)?) {
+    let mut tuples = [None, None];
+    let mut counters = [(0, 0); 2];
+    for (kind, whole, inner) in whole_attributes(payload.get(4..)?) {
         match kind {
             CTA_TUPLE_ORIG | CTA_TUPLE_REPLY => {
                 if kind == CTA_TUPLE_ORIG {
                     original = Some(whole.to_vec());
                 }
-                for (_, _, ip) in attributes(inner).filter(|(k, _, _)| *k == CTA_TUPLE_IP) {
-                    addresses.extend(attributes(ip).filter_map(|(k, _, value)| address(k, value)));
+                let mut ends = Vec::new();
+                for (_, _, ip) in whole_attributes(inner).filter(|(k, _, _)| *k == CTA_TUPLE_IP) {
+                    ends.extend(whole_attributes(ip).filter_map(|(k, _, value)| address(k, value)));
                 }
+                tuples[usize::from(kind == CTA_TUPLE_REPLY)] = tuple(&ends, inner);
+                addresses.extend(ends);
+            }
+            CTA_COUNTERS_ORIG | CTA_COUNTERS_REPLY => {
+                let number = |k| {
+                    whole_attributes(inner)
+                        .find(|(kind, _, _)| *kind == k)
+                        .and_then(|(_, _, v)| {
+                            Some(u64::from_be_bytes(v.get(..8)?.try_into().ok()?))
+                        })
+                        .unwrap_or(0)
+                };
+                counters[usize::from(kind == CTA_COUNTERS_REPLY)] =
+                    (number(CTA_COUNTERS_PACKETS), number(CTA_COUNTERS_BYTES));
             }
             CTA_ZONE => zone = Some(whole.to_vec()),
             _ => {}
@@ -311,6 +359,37 @@ fn entry(payload: &[u8]) -> Option<Entry> {
         original: original?,
         zone,
         addresses,
+        tuples,
+        counters,
+    })
+}
+
+/// A tuple from its two addresses (source first) and its `CTA_TUPLE` attributes.
+fn tuple(ends: &[IpAddr], attributes: &[u8]) -> Option<Tuple> {
+    let [src, dst] = ends else {
+        return None;
+    };
+    let proto = whole_attributes(attributes)
+        .find(|(k, _, _)| *k == CTA_TUPLE_PROTO)?
+        .2;
+    let field = |k| {
+        whole_attributes(proto)
+            .find(|(kind, _, _)| *kind == k)
+            .map(|(_, _, v)| v)
+    };
+    let protocol = *field(CTA_PROTO_NUM)?.first()?;
+    let port = |k| {
+        matches!(protocol, 6 | 17 | 132 | 136)
+            .then(|| field(k))
+            .flatten()
+            .and_then(|v| Some(u16::from_be_bytes(v.get(..2)?.try_into().ok()?)))
+    };
+    Some(Tuple {
+        src: *src,
+        dst: *dst,
+        protocol,
+        src_port: port(CTA_PROTO_SRC_PORT),
+        dst_port: port(CTA_PROTO_DST_PORT),
     })
 }
 
@@ -378,7 +457,10 @@ mod tests {
 
         let parsed = messages(&message);
         assert_eq!(parsed.len(), 1);
-        assert_eq!((parsed[0].kind, parsed[0].sequence), (1, 9));
+        assert_eq!(
+            (parsed[0].kind, parsed[0].seq),
+            ((NFNL_SUBSYS_CTNETLINK << 8) | 1, 9)
+        );
         let entry = entry(&parsed[0].payload).unwrap();
         assert_eq!(entry.original, original);
         assert_eq!(entry.zone.as_deref(), Some(&zone[..6]), "unpadded");

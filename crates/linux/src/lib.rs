@@ -12,13 +12,15 @@ mod conntrack;
 pub mod fake;
 mod ipset;
 mod iptables;
+pub mod nflog;
+mod nfnl;
 pub mod nft;
 mod rtnl;
 mod seams;
 mod sysctl;
 
 pub use command::{CommandError, Netns, output_with_input};
-pub use conntrack::{ConntrackError, flush_conntrack};
+pub use conntrack::{Connection, ConntrackError, Tuple, connections, flush_conntrack};
 pub use ipset::Ipset;
 pub use iptables::{Family, Iptables};
 pub use rtnl::{

@@ -16,15 +16,62 @@ use calico_model::IpVersion;
 use calico_model::rule::{Action, PortRange, Protocol};
 
 use super::names;
+use crate::flowlog::{self, NFLOG_GROUP, Step, StepAction};
 use crate::render::config::{DropAction, RenderConfig};
 
 /// Where a rule is rendered.
 pub(super) struct RuleContext<'a> {
     pub config: &'a RenderConfig,
-    /// In a profile, `next-tier` means allow.
-    pub in_profile: bool,
+    /// The policy (tier, name) or, in a profile, the profile: in a profile, `next-tier` means
+    /// allow.
+    pub owner: RuleOwner<'a>,
+    pub inbound: bool,
+    /// The rule's index (0-based) in its direction.
+    pub index: u32,
     /// Says which rule it is: `policy default/web inbound rule 2`.
     pub comment: String,
+}
+
+/// Whose rule it is.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum RuleOwner<'a> {
+    Policy { tier: &'a str, name: &'a str },
+    Profile(&'a str),
+}
+
+impl RuleContext<'_> {
+    fn in_profile(&self) -> bool {
+        matches!(self.owner, RuleOwner::Profile(_))
+    }
+
+    /// The flow-log statement for the rule taking `action` (none with flow logs off).
+    fn flow_log(&self, action: StepAction) -> Option<Expr> {
+        let step = match self.owner {
+            RuleOwner::Policy { tier, name } => Step::Policy {
+                tier: tier.to_owned(),
+                name: name.to_owned(),
+                rule: self.index,
+            },
+            RuleOwner::Profile(name) => Step::Profile {
+                name: name.to_owned(),
+                rule: self.index,
+            },
+        };
+        flow_log(self.config, &step, action, self.inbound)
+    }
+}
+
+/// `log prefix "<step>" group NFLOG_GROUP` for a step taking `action`, with flow logs on.
+pub(super) fn flow_log(
+    config: &RenderConfig,
+    step: &Step,
+    action: StepAction,
+    inbound: bool,
+) -> Option<Expr> {
+    config.flow_logs.then(|| Expr::Log {
+        prefix: flowlog::prefix(step, action, inbound),
+        group: Some(NFLOG_GROUP),
+    })
 }
 
 pub(super) fn family(version: IpVersion) -> IpFamily {
@@ -209,9 +256,16 @@ fn actions(rule: &calico_model::rule::Rule, cx: &RuleContext<'_>) -> Vec<Expr> {
             Expr::Verdict(Verdict::Return),
         ]
     };
+    let step = match rule.action {
+        Action::Allow => Some(StepAction::Allow),
+        Action::Deny => Some(StepAction::Deny),
+        Action::NextTier => Some(StepAction::NextTier),
+        Action::Log => None,
+    };
+    out.extend(step.and_then(|action| cx.flow_log(action)));
     match rule.action {
         Action::Allow => out.extend(set_and_return(marks.accept)),
-        Action::NextTier if cx.in_profile => out.extend(set_and_return(marks.accept)),
+        Action::NextTier if cx.in_profile() => out.extend(set_and_return(marks.accept)),
         Action::NextTier => out.extend(set_and_return(marks.pass)),
         Action::Deny => out.extend(drop_statements(cx.config.drop_action)),
         Action::Log => {}
@@ -240,6 +294,20 @@ pub(super) fn drop_statements(action: DropAction) -> Vec<Expr> {
 /// A rule: `matches`, then a drop (`DropActionOverride`), commented `why`.
 pub(super) fn drop_rule(config: &RenderConfig, matches: Vec<Expr>, why: &str) -> Rule {
     rule([matches, drop_statements(config.drop_action)].concat(), why)
+}
+
+/// A drop that is a step of the flow logs' trail (end of tier, missing profile, no profile
+/// matched): logged to NFLOG first when flow logs are on.
+pub(super) fn logged_drop_rule(
+    config: &RenderConfig,
+    matches: Vec<Expr>,
+    why: &str,
+    step: Step,
+    inbound: bool,
+) -> Rule {
+    let log = flow_log(config, &step, StepAction::Deny, inbound);
+    let statements = log.into_iter().chain(drop_statements(config.drop_action));
+    rule(matches.into_iter().chain(statements).collect(), why)
 }
 
 pub(super) fn rule(exprs: Vec<Expr>, comment: &str) -> Rule {

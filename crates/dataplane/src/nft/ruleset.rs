@@ -32,10 +32,11 @@ use ipnet::IpNet;
 
 use super::names::{self, DispatchMap};
 use super::rules::{
-    RuleContext, clear, comment_text, ct, drop_rule, jump, marked, plain, render_rule, rule,
-    unmarked,
+    RuleContext, RuleOwner, clear, comment_text, ct, drop_rule, jump, logged_drop_rule, marked,
+    plain, render_rule, rule, unmarked,
 };
 use super::tiers::{self, TierList};
+use crate::flowlog::Step;
 use crate::render::config::{METADATA_SERVICE, RenderConfig};
 
 /// A chain as rendered.
@@ -399,7 +400,12 @@ impl NftRenderer {
             Owner::Endpoint(key) => {
                 match (state.endpoints.get(key), self.endpoint_iface.get(key)) {
                     (Some(program), Some(iface)) if self.owns(key, iface) => {
-                        r.endpoint(key, iface, program)
+                        let missing = program
+                            .profiles
+                            .iter()
+                            .find(|p| !state.profiles.contains_key(*p))
+                            .map(String::as_str);
+                        r.endpoint(key, iface, program, missing)
                     }
                     _ => Part::default(),
                 }
@@ -407,7 +413,11 @@ impl NftRenderer {
             Owner::Policy(id) => match state.policies.get(id) {
                 Some(rules) => {
                     let what = format!("policy {}/{}", id.tier, id.name);
-                    r.rule_chains(&what, rules, false, |inbound| {
+                    let owner = RuleOwner::Policy {
+                        tier: &id.tier,
+                        name: &id.name,
+                    };
+                    r.rule_chains(&what, rules, owner, |inbound| {
                         names::policy_chain(inbound, &id.tier, &id.name)
                     })
                 }
@@ -416,7 +426,7 @@ impl NftRenderer {
             Owner::Profile(id) => match state.profiles.get(id) {
                 Some(rules) => {
                     let what = format!("profile {id}");
-                    r.rule_chains(&what, rules, true, |inbound| {
+                    r.rule_chains(&what, rules, RuleOwner::Profile(id), |inbound| {
                         names::profile_chain(inbound, id)
                     })
                 }
@@ -871,7 +881,13 @@ impl Renderer<'_> {
     }
 
     /// An endpoint's chains and its elements in the dispatch maps.
-    fn endpoint(&self, key: &EndpointKey, iface: &str, program: &EndpointProgram) -> Part {
+    fn endpoint(
+        &self,
+        key: &EndpointKey,
+        iface: &str,
+        program: &EndpointProgram,
+        missing: Option<&str>,
+    ) -> Part {
         let mut part = Part::default();
         let host = matches!(key, EndpointKey::Host(_));
         let (to, from) = if host {
@@ -887,8 +903,8 @@ impl Renderer<'_> {
         } else if let Some(spoof) = self.anti_spoofing(iface, &program.addresses, &mut chain_out) {
             part.chains.push(spoof);
         }
-        self.policy_body(&mut chain_in, program, true);
-        self.policy_body(&mut chain_out, program, false);
+        self.policy_body(&mut chain_in, program, true, missing);
+        self.policy_body(&mut chain_out, program, false, missing);
         // Workload dispatch chains drop unknown interfaces, so their elements go to the
         // endpoint's chain for good (goto); host endpoints come back to the base chain.
         let verdict = |chain: &NftChain| {
@@ -1029,7 +1045,13 @@ impl Renderer<'_> {
     }
 
     /// Tiers, then profiles, then drop.
-    fn policy_body(&self, chain: &mut NftChain, program: &EndpointProgram, inbound: bool) {
+    fn policy_body(
+        &self,
+        chain: &mut NftChain,
+        program: &EndpointProgram,
+        inbound: bool,
+        missing: Option<&str>,
+    ) {
         if !program.active {
             chain
                 .rules
@@ -1052,14 +1074,28 @@ impl Renderer<'_> {
             }
             chain.rules.push(return_if_accepted.clone());
             let why = format!("end of tier {}", tier.name);
-            chain
-                .rules
-                .push(drop_rule(self.config, vec![unmarked(marks.pass)], &why));
+            let step = Step::EndOfTier {
+                tier: tier.name.clone(),
+            };
+            chain.rules.push(logged_drop_rule(
+                self.config,
+                vec![unmarked(marks.pass)],
+                &why,
+                step,
+                inbound,
+            ));
         }
         if program.missing_profile {
-            chain
-                .rules
-                .push(drop_rule(self.config, vec![], "missing profile"));
+            let step = Step::MissingProfile {
+                name: missing.unwrap_or_default().to_owned(),
+            };
+            chain.rules.push(logged_drop_rule(
+                self.config,
+                vec![],
+                "missing profile",
+                step,
+                inbound,
+            ));
             return;
         }
         for profile in &program.profiles {
@@ -1068,9 +1104,13 @@ impl Renderer<'_> {
                 .push(plain(vec![jump(names::profile_chain(inbound, profile))]));
             chain.rules.push(return_if_accepted.clone());
         }
-        chain
-            .rules
-            .push(drop_rule(self.config, vec![], "no profile matched"));
+        chain.rules.push(logged_drop_rule(
+            self.config,
+            vec![],
+            "no profile matched",
+            Step::NoProfileMatched,
+            inbound,
+        ));
     }
 
     /// A host endpoint's untracked policies (raw priority): a policy that allows marks the
@@ -1104,7 +1144,7 @@ impl Renderer<'_> {
         &self,
         what: &str,
         rules: &Rules,
-        in_profile: bool,
+        owner: RuleOwner<'_>,
         name: impl Fn(bool) -> String,
     ) -> Part {
         let chains = [
@@ -1117,7 +1157,9 @@ impl Renderer<'_> {
             for (index, calico_rule) in list.iter().enumerate() {
                 let cx = RuleContext {
                     config: self.config,
-                    in_profile,
+                    owner,
+                    inbound,
+                    index: index as u32,
                     comment: format!("{what} {direction} rule {}", index + 1),
                 };
                 chain.rules.extend(render_rule(calico_rule, &cx));

@@ -185,6 +185,9 @@ pub struct RenderConfig {
     /// [`METADATA_SERVICE`] is DNATed here (nat `cali-PREROUTING`) and accepted to here before
     /// policy (`cali-INPUT`). `None` (`MetadataAddr=None`): neither rule.
     pub metadata: Option<SocketAddrV4>,
+    /// Flow logs (`FlowLogsEnabled`): every rule that takes an action also logs the packet to
+    /// NFLOG with a prefix naming the step (see [`crate::flowlog`]).
+    pub flow_logs: bool,
 }
 
 impl Default for RenderConfig {
@@ -197,6 +200,7 @@ impl Default for RenderConfig {
             failsafe_inbound: vec![22],
             failsafe_outbound: vec![2379, 2380, 4001, 7001],
             metadata: Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8775)),
+            flow_logs: false,
         }
     }
 }

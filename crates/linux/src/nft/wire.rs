@@ -21,9 +21,7 @@ pub(super) const NLM_F_ACK_TLVS: u16 = 0x200;
 pub(super) const NLMSG_ERROR: u16 = 2;
 pub(super) const NLMSG_DONE: u16 = 3;
 pub(super) const NLMSGERR_ATTR_MSG: u16 = 1;
-pub(super) const NLA_F_NESTED: u16 = 0x8000;
-const NLA_TYPE_MASK: u16 = 0x3fff;
-pub(super) const HEADER: usize = 16;
+pub(super) use crate::nfnl::HEADER;
 
 pub(super) const NFNL_SUBSYS_NFTABLES: u16 = 10;
 pub(super) const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
@@ -145,166 +143,38 @@ pub const LOG_PREFIX_MAX: usize = 127;
 /// `IFNAMSIZ`: interface names are at most 15 bytes and a NUL.
 pub(super) const IFNAMSIZ: usize = 16;
 
-/// Netlink messages being written into one buffer (a batch, or one request).
-#[derive(Debug, Default)]
-pub(super) struct Writer {
-    pub buf: Vec<u8>,
-    /// Where each open message and nested attribute starts.
-    open: Vec<usize>,
+pub(super) use crate::nfnl::{
+    Message, Writer, attribute, attributes, be32, be64, messages, string,
+};
+
+/// The nf_tables messages of a [`Writer`].
+pub(super) trait NftWriter {
+    /// Starts an nf_tables message: header and `nfgenmsg`.
+    fn begin(&mut self, kind: u16, flags: u16, seq: u32, family: u8);
+    /// Starts a batch begin or end message, which names the subsystem in `res_id`.
+    fn begin_batch(&mut self, kind: u16, seq: u32);
+    /// `NFTA_DATA_VALUE` inside a nest of type `kind`.
+    fn put_value(&mut self, kind: u16, value: &[u8]);
 }
 
-impl Writer {
-    pub fn new() -> Writer {
-        Writer::default()
+impl NftWriter for Writer {
+    fn begin(&mut self, kind: u16, flags: u16, seq: u32, family: u8) {
+        self.message((NFNL_SUBSYS_NFTABLES << 8) | kind, flags, seq, family, 0);
     }
 
-    /// Starts an nf_tables message: header and `nfgenmsg`.
-    pub fn begin(&mut self, kind: u16, flags: u16, seq: u32, family: u8) {
-        self.header((NFNL_SUBSYS_NFTABLES << 8) | kind, flags, seq);
-        self.buf.extend_from_slice(&[family, 0, 0, 0]);
+    fn begin_batch(&mut self, kind: u16, seq: u32) {
+        self.message(
+            kind,
+            NLM_F_REQUEST,
+            seq,
+            NFPROTO_UNSPEC,
+            NFNL_SUBSYS_NFTABLES,
+        );
     }
 
-    /// Starts a batch begin or end message, which names the subsystem in `res_id`.
-    pub fn begin_batch(&mut self, kind: u16, seq: u32) {
-        self.header(kind, NLM_F_REQUEST, seq);
-        self.buf.extend_from_slice(&[NFPROTO_UNSPEC, 0]);
-        self.buf
-            .extend_from_slice(&NFNL_SUBSYS_NFTABLES.to_be_bytes());
-    }
-
-    fn header(&mut self, kind: u16, flags: u16, seq: u32) {
-        self.open.push(self.buf.len());
-        self.buf.extend_from_slice(&0u32.to_ne_bytes());
-        self.buf.extend_from_slice(&kind.to_ne_bytes());
-        self.buf.extend_from_slice(&flags.to_ne_bytes());
-        self.buf.extend_from_slice(&seq.to_ne_bytes());
-        self.buf.extend_from_slice(&0u32.to_ne_bytes());
-    }
-
-    /// Ends the message begun last: writes its length.
-    pub fn end(&mut self) {
-        let start = self.open.pop().expect("a message is open");
-        let length = (self.buf.len() - start) as u32;
-        self.buf[start..start + 4].copy_from_slice(&length.to_ne_bytes());
-    }
-
-    pub fn put(&mut self, kind: u16, value: &[u8]) {
-        let length = 4 + value.len();
-        self.buf.extend_from_slice(&(length as u16).to_ne_bytes());
-        self.buf.extend_from_slice(&kind.to_ne_bytes());
-        self.buf.extend_from_slice(value);
-        self.pad();
-    }
-
-    /// A NUL-terminated string.
-    pub fn put_str(&mut self, kind: u16, value: &str) {
-        let length = 4 + value.len() + 1;
-        self.buf.extend_from_slice(&(length as u16).to_ne_bytes());
-        self.buf.extend_from_slice(&kind.to_ne_bytes());
-        self.buf.extend_from_slice(value.as_bytes());
-        self.buf.push(0);
-        self.pad();
-    }
-
-    pub fn put_u32(&mut self, kind: u16, value: u32) {
-        self.put(kind, &value.to_be_bytes());
-    }
-
-    /// A nested attribute whose content `inner` writes. Its length must fit 16 bits: callers
-    /// that write unbounded content (element lists) keep an eye on [`Writer::len`].
-    pub fn nest(&mut self, kind: u16, inner: impl FnOnce(&mut Writer)) {
-        let start = self.buf.len();
-        self.buf.extend_from_slice(&[0; 4]);
-        inner(self);
-        let length = self.buf.len() - start;
-        debug_assert!(length <= usize::from(u16::MAX), "attribute {kind} too long");
-        self.buf[start..start + 2].copy_from_slice(&(length as u16).to_ne_bytes());
-        self.buf[start + 2..start + 4].copy_from_slice(&(kind | NLA_F_NESTED).to_ne_bytes());
-    }
-
-    /// `NFTA_DATA_VALUE` inside a nest of type `kind`.
-    pub fn put_value(&mut self, kind: u16, value: &[u8]) {
+    fn put_value(&mut self, kind: u16, value: &[u8]) {
         self.nest(kind, |w| w.put(NFTA_DATA_VALUE, value));
     }
-
-    pub fn len(&self) -> usize {
-        self.buf.len()
-    }
-
-    fn pad(&mut self) {
-        self.buf.resize(align(self.buf.len()), 0);
-    }
-}
-
-pub(super) fn align(length: usize) -> usize {
-    (length + 3) & !3
-}
-
-/// One netlink message of a datagram.
-#[derive(Debug)]
-pub(super) struct Message<'a> {
-    /// The type, with the subsystem still in the high byte.
-    pub kind: u16,
-    pub flags: u16,
-    pub seq: u32,
-    pub payload: &'a [u8],
-}
-
-/// The messages of one datagram; a truncated tail is left out.
-pub(super) fn messages(datagram: &[u8]) -> Vec<Message<'_>> {
-    let mut found = Vec::new();
-    let mut rest = datagram;
-    while rest.len() >= HEADER {
-        let length = u32::from_ne_bytes(rest[0..4].try_into().expect("4 bytes")) as usize;
-        if length < HEADER || length > rest.len() {
-            break;
-        }
-        found.push(Message {
-            kind: u16::from_ne_bytes([rest[4], rest[5]]),
-            flags: u16::from_ne_bytes([rest[6], rest[7]]),
-            seq: u32::from_ne_bytes(rest[8..12].try_into().expect("4 bytes")),
-            payload: &rest[HEADER..length],
-        });
-        rest = &rest[align(length).min(rest.len())..];
-    }
-    found
-}
-
-/// The attributes in `data`: type (flags stripped) and value.
-pub(super) fn attributes(data: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    let mut rest = data;
-    std::iter::from_fn(move || {
-        if rest.len() < 4 {
-            return None;
-        }
-        let length = u16::from_ne_bytes([rest[0], rest[1]]) as usize;
-        if length < 4 || length > rest.len() {
-            return None;
-        }
-        let kind = u16::from_ne_bytes([rest[2], rest[3]]) & NLA_TYPE_MASK;
-        let value = &rest[4..length];
-        rest = &rest[align(length).min(rest.len())..];
-        Some((kind, value))
-    })
-}
-
-/// The first attribute of type `kind` in `data`.
-pub(super) fn attribute(data: &[u8], kind: u16) -> Option<&[u8]> {
-    attributes(data).find(|(k, _)| *k == kind).map(|(_, v)| v)
-}
-
-pub(super) fn be32(value: &[u8]) -> Option<u32> {
-    Some(u32::from_be_bytes(value.get(..4)?.try_into().ok()?))
-}
-
-pub(super) fn be64(value: &[u8]) -> Option<u64> {
-    Some(u64::from_be_bytes(value.get(..8)?.try_into().ok()?))
-}
-
-/// A NUL-terminated (or unterminated) string attribute.
-pub(super) fn string(value: &[u8]) -> Option<String> {
-    let end = value.iter().position(|b| *b == 0).unwrap_or(value.len());
-    String::from_utf8(value[..end].to_vec()).ok()
 }
 
 /// User data: a list of `u8 type │ u8 length │ value` records.

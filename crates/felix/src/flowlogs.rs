@@ -1,0 +1,763 @@
+//! Flow logs (`FlowLogsEnabled`): the firewall logs every step that takes an action on a new
+//! connection to NFLOG (crates/dataplane/src/flowlog.rs says how); [`Collector`] puts each
+//! connection's steps together into its policy trail, counts its packets and bytes from
+//! conntrack, and every `FlowLogsFlushInterval` turns what it saw into flow records for the
+//! aggregator (`calico-flows`).
+//!
+//! ```text
+//!   NFLOG group (thread) ──packets──► Collector::logged ─┐
+//!   conntrack dump (each flush) ─────► Collector::counted ├─► Collector::flush ─► FlowSender
+//!   the agent's desired state ───────► FlowNames ────────┘     (never blocks: a full queue drops)
+//! ```
+//!
+//! The collector is pure: tests feed it logged packets and conntrack entries and read records.
+//! One key per (local endpoint, direction, other side, protocol, destination port, verdict,
+//! trail): source ports are aggregated away, as the records' contract says.
+
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use calico_calc::{Cluster, DesiredState, EndpointKey};
+use calico_dataplane::flowlog::{Decoder, Logged, NFLOG_GROUP, Step, StepAction};
+use calico_flowlog::{FlowSender, SenderConfig};
+use calico_linux::nflog::{LoggedPacket, Nflog, PacketHeader};
+use calico_linux::{Connection, Netns, Tuple};
+use calico_model::flow::{
+    FlowDirection, FlowEndpoint, FlowRecord, PolicyHit, PolicyTrail, Verdict,
+};
+use calico_model::labels::LabelMap;
+use calico_model::rule::{Action, Protocol};
+use ipnet::IpNet;
+use tokio::sync::{mpsc, watch};
+
+/// How long the steps of a packet whose trail never completed are kept (the steps of one
+/// packet come in one NFLOG batch, so this is generous).
+const STALE_STEPS_SECS: u64 = 5;
+
+/// What the collector needs to know of the cluster: the names behind the log prefixes, and who
+/// owns each address.
+#[derive(Debug, Default)]
+pub struct FlowNames {
+    pub decoder: Decoder,
+    /// Every endpoint's addresses, cluster-wide.
+    pub owners: HashMap<IpAddr, EndpointKey>,
+    /// Profiles and labels of each endpoint.
+    pub endpoints: HashMap<EndpointKey, (Vec<String>, LabelMap)>,
+    pub hostname: String,
+}
+
+impl FlowNames {
+    /// From the calculation's cluster and desired state.
+    pub fn of(hostname: &str, cluster: &Cluster, state: &DesiredState) -> FlowNames {
+        let mut names = FlowNames {
+            decoder: Decoder::of(state),
+            hostname: hostname.to_owned(),
+            ..FlowNames::default()
+        };
+        for (key, endpoint) in cluster.endpoints.iter() {
+            for address in &endpoint.addresses {
+                names.owners.entry(*address).or_insert_with(|| key.clone());
+            }
+            let labels = cluster
+                .effective_labels(endpoint)
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let profiles = endpoint.profile_ids.iter().map(|p| p.to_string()).collect();
+            names.endpoints.insert(key.clone(), (profiles, labels));
+        }
+        names
+    }
+
+    fn side(&self, side: &Side) -> FlowEndpoint {
+        match side {
+            Side::Endpoint(key) => {
+                let (profiles, labels) = self.endpoints.get(key).cloned().unwrap_or_default();
+                match key {
+                    EndpointKey::Workload(id) => FlowEndpoint::workload(id, profiles, labels),
+                    EndpointKey::Host(id) => FlowEndpoint::host(id, profiles, labels),
+                }
+            }
+            Side::Net(address) => FlowEndpoint::net(IpNet::from(*address)),
+        }
+    }
+}
+
+/// The other side of a flow: an endpoint Calico knows, or an address.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Side {
+    Endpoint(EndpointKey),
+    Net(IpAddr),
+}
+
+/// What one flow record aggregates.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct FlowKey {
+    local: EndpointKey,
+    direction: FlowDirection,
+    remote: Side,
+    protocol: u8,
+    dst_port: Option<u16>,
+    action: Verdict,
+    trail: Vec<PolicyHit>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Totals {
+    connections: u64,
+    packets_in: u64,
+    bytes_in: u64,
+    packets_out: u64,
+    bytes_out: u64,
+}
+
+/// An allowed connection being counted: its flows (one per direction this host evaluated)
+/// and the counters at the last flush.
+#[derive(Debug, Clone)]
+struct Counted {
+    flows: Vec<FlowKey>,
+    last: (u64, u64, u64, u64),
+}
+
+/// What the collector counted beside the records, for Felix's metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CollectorStats {
+    /// Logged packets whose prefix is not a flow step of the current state.
+    pub unknown_prefix: u64,
+    /// Logged packets whose local end is no endpoint of this host.
+    pub unknown_endpoint: u64,
+    /// Trails completed (new connections seen).
+    pub trails: u64,
+}
+
+/// The flow logs of one host, between flushes.
+#[derive(Debug, Default)]
+pub struct Collector {
+    /// Steps of packets whose trail is not complete yet, with when the first came.
+    open: HashMap<(PacketHeader, bool), (u64, Vec<Logged>)>,
+    flows: HashMap<FlowKey, Totals>,
+    /// Allowed connections by their original tuple.
+    connections: HashMap<Tuple, Counted>,
+    /// Denied connection attempts seen in this interval (a retransmitted SYN is one attempt).
+    denied: HashSet<(PacketHeader, bool)>,
+    pub stats: CollectorStats,
+    interval_start: u64,
+}
+
+impl Collector {
+    pub fn new(now: u64) -> Collector {
+        Collector {
+            interval_start: now,
+            ..Collector::default()
+        }
+    }
+
+    /// A packet the firewall logged at `now` (unix seconds).
+    pub fn logged(&mut self, names: &FlowNames, packet: &LoggedPacket, now: u64) {
+        let Some(header) = packet.header else {
+            return;
+        };
+        let Some(step) = names.decoder.decode(&packet.prefix) else {
+            self.stats.unknown_prefix += 1;
+            return;
+        };
+        let inbound = step.inbound;
+        let verdict = verdict_of(&step);
+        let entry = self
+            .open
+            .entry((key_of(header), inbound))
+            .or_insert_with(|| (now, Vec::new()));
+        entry.1.push(step);
+        let Some(action) = verdict else {
+            return;
+        };
+        let (_, steps) = self
+            .open
+            .remove(&(key_of(header), inbound))
+            .expect("just added");
+        self.stats.trails += 1;
+        self.complete(names, header, inbound, action, steps);
+    }
+
+    /// A connection's trail is complete: count it.
+    fn complete(
+        &mut self,
+        names: &FlowNames,
+        header: PacketHeader,
+        inbound: bool,
+        action: Verdict,
+        steps: Vec<Logged>,
+    ) {
+        let (local, remote) = if inbound {
+            (header.dst, header.src)
+        } else {
+            (header.src, header.dst)
+        };
+        let Some(local) = names
+            .owners
+            .get(&local)
+            .filter(|key| key.hostname() == names.hostname)
+        else {
+            self.stats.unknown_endpoint += 1;
+            return;
+        };
+        let remote = match names.owners.get(&remote) {
+            Some(key) => Side::Endpoint(key.clone()),
+            None => Side::Net(remote),
+        };
+        let flow = FlowKey {
+            local: local.clone(),
+            direction: if inbound {
+                FlowDirection::Ingress
+            } else {
+                FlowDirection::Egress
+            },
+            remote,
+            protocol: header.protocol,
+            dst_port: header.dst_port.filter(|_| has_ports(header.protocol)),
+            action,
+            trail: steps.iter().map(hit).collect(),
+        };
+        let totals = self.flows.entry(flow.clone()).or_default();
+        match action {
+            Verdict::Deny => {
+                // What reached the endpoint's policy and was dropped: counted from the log.
+                if self.denied.insert((key_of(header), inbound)) {
+                    totals.connections += 1;
+                }
+                let length = u64::from(header.length);
+                if inbound {
+                    totals.packets_in += 1;
+                    totals.bytes_in += length;
+                } else {
+                    totals.packets_out += 1;
+                    totals.bytes_out += length;
+                }
+            }
+            Verdict::Allow => {
+                totals.connections += 1;
+                let tuple = tuple_of(header);
+                let counted = self.connections.entry(tuple).or_insert(Counted {
+                    flows: Vec::new(),
+                    last: (0, 0, 0, 0),
+                });
+                if !counted.flows.contains(&flow) {
+                    counted.flows.push(flow);
+                }
+            }
+        }
+    }
+
+    /// The tracked connections as a conntrack dump found them: the packets and bytes since the
+    /// last dump go to their flows; connections no longer tracked are forgotten.
+    pub fn counted(&mut self, dump: &[Connection]) {
+        let mut by_tuple: HashMap<Tuple, &Connection> = HashMap::new();
+        for connection in dump {
+            by_tuple.insert(connection.original, connection);
+            // A DNATed connection: the log saw the translated destination, which is the
+            // reply's source.
+            by_tuple
+                .entry(reversed(&connection.reply))
+                .or_insert(connection);
+        }
+        let mut gone = Vec::new();
+        for (tuple, counted) in &mut self.connections {
+            let Some(connection) = by_tuple.get(tuple) else {
+                gone.push(*tuple);
+                continue;
+            };
+            let now = (
+                connection.packets_out,
+                connection.bytes_out,
+                connection.packets_back,
+                connection.bytes_back,
+            );
+            let delta = (
+                now.0.saturating_sub(counted.last.0),
+                now.1.saturating_sub(counted.last.1),
+                now.2.saturating_sub(counted.last.2),
+                now.3.saturating_sub(counted.last.3),
+            );
+            counted.last = now;
+            for flow in &counted.flows {
+                let totals = self.flows.entry(flow.clone()).or_default();
+                // The original direction is the client's: into the endpoint for ingress.
+                let (forward, back) = ((delta.0, delta.1), (delta.2, delta.3));
+                let ((p_in, b_in), (p_out, b_out)) = match flow.direction {
+                    FlowDirection::Ingress => (forward, back),
+                    FlowDirection::Egress => (back, forward),
+                };
+                totals.packets_in += p_in;
+                totals.bytes_in += b_in;
+                totals.packets_out += p_out;
+                totals.bytes_out += b_out;
+            }
+        }
+        for tuple in gone {
+            self.connections.remove(&tuple);
+        }
+    }
+
+    /// The records of the interval that ends `now`, and a new interval. Flows with nothing in
+    /// the interval give no record.
+    pub fn flush(&mut self, names: &FlowNames, now: u64) -> Vec<FlowRecord> {
+        let start = self.interval_start;
+        let end = now.max(start + 1);
+        self.interval_start = end;
+        self.denied.clear();
+        self.open
+            .retain(|_, (first, _)| now.saturating_sub(*first) < STALE_STEPS_SECS);
+        let flows = std::mem::take(&mut self.flows);
+        flows
+            .into_iter()
+            .filter(|(_, t)| *t != Totals::default())
+            .map(|(flow, totals)| record(names, &flow, totals, start, end))
+            .collect()
+    }
+}
+
+fn record(names: &FlowNames, flow: &FlowKey, totals: Totals, start: u64, end: u64) -> FlowRecord {
+    let local = names.side(&Side::Endpoint(flow.local.clone()));
+    let remote = names.side(&flow.remote);
+    let (source, destination) = match flow.direction {
+        FlowDirection::Ingress => (remote, local),
+        FlowDirection::Egress => (local, remote),
+    };
+    FlowRecord {
+        reporter: names.hostname.clone(),
+        start_time: start,
+        end_time: end,
+        source,
+        destination,
+        protocol: Protocol::from_number(flow.protocol),
+        dst_port: flow.dst_port,
+        direction: flow.direction,
+        action: flow.action,
+        policies: PolicyTrail {
+            enforced: flow.trail.clone(),
+            pending: Vec::new(),
+        },
+        packets_in: totals.packets_in,
+        bytes_in: totals.bytes_in,
+        packets_out: totals.packets_out,
+        bytes_out: totals.bytes_out,
+        connections_started: totals.connections,
+    }
+}
+
+/// The verdict a step gives, if it decides.
+fn verdict_of(logged: &Logged) -> Option<Verdict> {
+    match (&logged.step, logged.action) {
+        (Step::Policy { .. } | Step::StagedPolicy { .. }, StepAction::NextTier) => None,
+        (_, StepAction::Deny) => Some(Verdict::Deny),
+        (_, StepAction::Allow | StepAction::NextTier) => Some(Verdict::Allow),
+    }
+}
+
+fn action_of(action: StepAction) -> Action {
+    match action {
+        StepAction::Allow => Action::Allow,
+        StepAction::Deny => Action::Deny,
+        StepAction::NextTier => Action::NextTier,
+    }
+}
+
+fn hit(logged: &Logged) -> PolicyHit {
+    let action = action_of(logged.action);
+    match &logged.step {
+        Step::Policy { tier, name, rule } => PolicyHit::policy(tier, name, *rule, action),
+        Step::StagedPolicy { tier, name, rule } => PolicyHit::staged(tier, name, *rule, action),
+        Step::EndOfTier { tier } => PolicyHit::end_of_tier(tier, None),
+        Step::Profile { name, rule } => PolicyHit::profile(name, *rule, action),
+        Step::MissingProfile { name } => PolicyHit::missing_profile(name),
+        Step::NoProfileMatched => PolicyHit::no_profile_matched(),
+    }
+}
+
+fn has_ports(protocol: u8) -> bool {
+    matches!(protocol, 6 | 17 | 132 | 136)
+}
+
+/// A packet's header without its length: the same for every packet of a connection attempt.
+fn key_of(header: PacketHeader) -> PacketHeader {
+    PacketHeader {
+        length: 0,
+        ..header
+    }
+}
+
+fn tuple_of(header: PacketHeader) -> Tuple {
+    Tuple {
+        src: header.src,
+        dst: header.dst,
+        protocol: header.protocol,
+        src_port: header.src_port,
+        dst_port: header.dst_port,
+    }
+}
+
+fn reversed(tuple: &Tuple) -> Tuple {
+    Tuple {
+        src: tuple.dst,
+        dst: tuple.src,
+        protocol: tuple.protocol,
+        src_port: tuple.dst_port,
+        dst_port: tuple.src_port,
+    }
+}
+
+/// What the flow logs counted, for Felix's metrics.
+#[derive(Debug, Default)]
+pub struct FlowLogCounters {
+    /// Logged packets read from NFLOG.
+    pub packets: AtomicU64,
+    /// Logged packets dropped because the collector fell behind (never the data path's).
+    pub packets_dropped: AtomicU64,
+    /// Records handed to the sender, and dropped because its queue was full.
+    pub records: AtomicU64,
+    pub records_dropped: AtomicU64,
+}
+
+/// The running flow logs of one host: a thread reading NFLOG and a task that collects,
+/// flushes and sends. Dropping it stops both.
+#[derive(Debug)]
+pub struct FlowLogs {
+    names: watch::Sender<Arc<FlowNames>>,
+    pub counters: Arc<FlowLogCounters>,
+    sender: Arc<FlowSender>,
+    task: tokio::task::JoinHandle<()>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for FlowLogs {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.abort();
+    }
+}
+
+impl FlowLogs {
+    /// Starts the flow logs of `netns`: connection accounting on, the NFLOG group bound, and
+    /// records sent to `aggregator` (`host:port` or `http://host:port`) every `flush`.
+    pub fn start(
+        netns: &Netns,
+        hostname: &str,
+        aggregator: &str,
+        flush: Duration,
+    ) -> Result<FlowLogs, String> {
+        calico_linux::set_sysctl(netns, "net/netfilter/nf_conntrack_acct", "1")
+            .map_err(|e| format!("cannot turn on connection accounting: {e}"))?;
+        let nflog = Nflog::bind(netns, NFLOG_GROUP).map_err(|e| e.to_string())?;
+        nflog
+            .set_read_timeout(Duration::from_millis(250))
+            .map_err(|e| e.to_string())?;
+        let url = if aggregator.contains("://") {
+            aggregator.to_owned()
+        } else {
+            format!("http://{aggregator}")
+        };
+        let sender = FlowSender::start(SenderConfig::new(&url)).map_err(|e| e.to_string())?;
+        let sender = Arc::new(sender);
+        let counters = Arc::new(FlowLogCounters::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (packets, received) = mpsc::channel(16_384);
+        read_log(nflog, packets, counters.clone(), stop.clone());
+        let (names, watched) = watch::channel(Arc::new(FlowNames {
+            hostname: hostname.to_owned(),
+            ..FlowNames::default()
+        }));
+        let task = tokio::spawn(collect(
+            netns.clone(),
+            flush,
+            received,
+            watched,
+            sender.clone(),
+            counters.clone(),
+        ));
+        Ok(FlowLogs {
+            names,
+            counters,
+            sender,
+            task,
+            stop,
+        })
+    }
+
+    /// Every count so far, by name: the collector's and the sender's.
+    pub fn totals(&self) -> Vec<(&'static str, u64)> {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let c = &self.counters;
+        let s = self.sender.stats();
+        vec![
+            ("packets_logged", get(&c.packets)),
+            ("packets_dropped", get(&c.packets_dropped)),
+            ("records", get(&c.records)),
+            ("records_dropped_queue_full", get(&c.records_dropped)),
+            ("records_sent", s.sent),
+            ("records_accepted", s.accepted),
+            ("records_refused", s.refused),
+            ("records_dropped_by_aggregator", s.dropped_by_aggregator),
+            ("records_dropped_unreachable", s.dropped_unreachable),
+        ]
+    }
+
+    /// The names and addresses of the current desired state (after each programming pass
+    /// that changed it).
+    pub fn update_names(&self, names: FlowNames) {
+        self.names.send_replace(Arc::new(names));
+    }
+}
+
+/// The NFLOG reader: a thread of its own (reads block), handing packets to the collector and
+/// dropping (with a count) what the collector cannot take.
+fn read_log(
+    mut nflog: Nflog,
+    packets: mpsc::Sender<(LoggedPacket, u64)>,
+    counters: Arc<FlowLogCounters>,
+    stop: Arc<AtomicBool>,
+) {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) && !packets.is_closed() {
+            let batch = match nflog.receive() {
+                Ok(batch) => batch,
+                Err(error) => {
+                    tracing::warn!("flow logs: {error}");
+                    std::thread::sleep(Duration::from_millis(250));
+                    continue;
+                }
+            };
+            let now = unix_now();
+            for packet in batch {
+                counters.packets.fetch_add(1, Ordering::Relaxed);
+                if packets.try_send((packet, now)).is_err() {
+                    counters.packets_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    });
+}
+
+async fn collect(
+    netns: Netns,
+    flush: Duration,
+    mut packets: mpsc::Receiver<(LoggedPacket, u64)>,
+    names: watch::Receiver<Arc<FlowNames>>,
+    sender: Arc<FlowSender>,
+    counters: Arc<FlowLogCounters>,
+) {
+    let mut collector = Collector::new(unix_now());
+    let mut tick = tokio::time::interval(flush);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            packet = packets.recv() => {
+                let Some((packet, at)) = packet else { return };
+                let names = names.borrow().clone();
+                collector.logged(&names, &packet, at);
+            }
+            _ = tick.tick() => {
+                match calico_linux::connections(&netns).await {
+                    Ok(dump) => collector.counted(&dump),
+                    Err(error) => tracing::warn!("flow logs: reading conntrack: {error}"),
+                }
+                let names = names.borrow().clone();
+                for record in collector.flush(&names, unix_now()) {
+                    counters.records.fetch_add(1, Ordering::Relaxed);
+                    if !sender.send(record) {
+                        counters.records_dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use calico_calc::Calculator;
+    use calico_dataplane::flowlog::prefix;
+    use calico_model::error::Validate;
+
+    use super::*;
+
+    const WEB: &str = "/calico/v1/host/h1/workload/k8s/ns.web/endpoint/eth0";
+    const DB: &str = "/calico/v1/host/h2/workload/k8s/ns.db/endpoint/eth0";
+
+    fn names() -> FlowNames {
+        let mut calc = Calculator::new("h1");
+        for (key, value) in [
+            (
+                WEB,
+                r#"{"state": "active", "name": "caliweb", "profile_ids": ["web"], "ipv4_nets": ["10.0.0.1/32"], "labels": {"app": "web"}}"#,
+            ),
+            (
+                DB,
+                r#"{"state": "active", "name": "calidb", "profile_ids": ["db"], "ipv4_nets": ["10.0.0.2/32"]}"#,
+            ),
+            (
+                "/calico/v1/policy/profile/web/rules",
+                r#"{"inbound_rules": [{"action": "allow"}]}"#,
+            ),
+            ("/calico/v1/policy/tier/t/metadata", r#"{"order": 1}"#),
+            (
+                "/calico/v1/policy/tier/t/policy/gate",
+                r#"{"selector": "all()", "inbound_rules": [{"protocol": "tcp", "dst_ports": [22], "action": "deny"}, {"action": "next-tier"}]}"#,
+            ),
+        ] {
+            calc.apply(key, Some(value));
+        }
+        FlowNames::of("h1", calc.cluster(), calc.state())
+    }
+
+    fn packet(step: Step, action: StepAction, src: &str, dst: &str, dport: u16) -> LoggedPacket {
+        LoggedPacket {
+            prefix: prefix(&step, action, true),
+            hook: 1,
+            mark: None,
+            in_ifindex: None,
+            out_ifindex: None,
+            header: Some(PacketHeader {
+                src: src.parse().unwrap(),
+                dst: dst.parse().unwrap(),
+                protocol: 6,
+                src_port: Some(40_000),
+                dst_port: Some(dport),
+                length: 60,
+            }),
+        }
+    }
+
+    fn gate(rule: u32) -> Step {
+        Step::Policy {
+            tier: "t".to_owned(),
+            name: "gate".to_owned(),
+            rule,
+        }
+    }
+
+    #[test]
+    fn an_allowed_connection_has_its_trail_and_its_counters_per_interval() {
+        let names = names();
+        let mut collector = Collector::new(1_000_000_000);
+        let t = 1_000_000_001;
+        collector.logged(
+            &names,
+            &packet(gate(1), StepAction::NextTier, "10.0.0.2", "10.0.0.1", 80),
+            t,
+        );
+        let profile = Step::Profile {
+            name: "web".to_owned(),
+            rule: 0,
+        };
+        collector.logged(
+            &names,
+            &packet(profile, StepAction::Allow, "10.0.0.2", "10.0.0.1", 80),
+            t,
+        );
+        let tuple = Tuple {
+            src: "10.0.0.2".parse().unwrap(),
+            dst: "10.0.0.1".parse().unwrap(),
+            protocol: 6,
+            src_port: Some(40_000),
+            dst_port: Some(80),
+        };
+        let connection = |out, back| Connection {
+            original: tuple,
+            reply: reversed(&tuple),
+            packets_out: out,
+            bytes_out: out * 100,
+            packets_back: back,
+            bytes_back: back * 1000,
+        };
+        collector.counted(&[connection(3, 2)]);
+        let records = collector.flush(&names, 1_000_000_015);
+        assert_eq!(records.len(), 1, "{records:?}");
+        let mut r = records[0].clone();
+        r.validate().expect("a record the aggregator takes");
+        assert_eq!(r.direction, FlowDirection::Ingress);
+        assert_eq!(r.destination.key.as_deref(), Some(WEB));
+        assert_eq!(r.source.key.as_deref(), Some(DB), "the other end is named");
+        assert_eq!(r.dst_port, Some(80));
+        assert_eq!(r.action, Verdict::Allow);
+        assert_eq!(
+            r.policies.enforced,
+            [
+                PolicyHit::policy("t", "gate", 1, Action::NextTier),
+                PolicyHit::profile("web", 0, Action::Allow)
+            ]
+        );
+        assert_eq!(
+            (r.packets_in, r.bytes_in, r.packets_out, r.bytes_out),
+            (3, 300, 2, 2000)
+        );
+        assert_eq!(r.connections_started, 1);
+
+        // The next interval counts only what came since; a gone connection is forgotten.
+        collector.counted(&[connection(5, 4)]);
+        let records = collector.flush(&names, 1_000_000_030);
+        assert_eq!(
+            (records[0].packets_in, records[0].connections_started),
+            (2, 0)
+        );
+        collector.counted(&[]);
+        assert!(collector.flush(&names, 1_000_000_045).is_empty());
+    }
+
+    #[test]
+    fn retried_denied_attempts_are_one_connection_with_every_packet() {
+        let names = names();
+        let mut collector = Collector::new(1_000_000_000);
+        for t in 0..3 {
+            let denied = packet(gate(0), StepAction::Deny, "192.0.2.9", "10.0.0.1", 22);
+            collector.logged(&names, &denied, 1_000_000_001 + t);
+        }
+        let records = collector.flush(&names, 1_000_000_015);
+        assert_eq!(records.len(), 1);
+        let mut r = records[0].clone();
+        r.validate().unwrap();
+        assert_eq!(r.action, Verdict::Deny);
+        assert_eq!(
+            r.source.net,
+            Some("192.0.2.9/32".parse().unwrap()),
+            "an address Calico does not know"
+        );
+        assert_eq!(
+            (r.connections_started, r.packets_in, r.bytes_in),
+            (1, 3, 180)
+        );
+        assert_eq!(
+            r.policies.enforced,
+            [PolicyHit::policy("t", "gate", 0, Action::Deny)]
+        );
+    }
+
+    #[test]
+    fn what_is_not_ours_is_counted_not_reported() {
+        let names = names();
+        let mut collector = Collector::new(1_000_000_000);
+        let mut stray = packet(gate(0), StepAction::Deny, "10.0.0.2", "10.0.0.1", 22);
+        stray.prefix = "calico-drop: ".to_owned();
+        collector.logged(&names, &stray, 1_000_000_001);
+        // The local end is another host's endpoint.
+        let elsewhere = packet(gate(0), StepAction::Deny, "10.0.0.1", "10.0.0.2", 22);
+        collector.logged(&names, &elsewhere, 1_000_000_001);
+        assert_eq!(
+            (
+                collector.stats.unknown_prefix,
+                collector.stats.unknown_endpoint
+            ),
+            (1, 1)
+        );
+        assert!(collector.flush(&names, 1_000_000_015).is_empty());
+    }
+}
