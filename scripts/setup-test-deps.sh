@@ -54,7 +54,8 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# OpenStack: a real neutron-server and MariaDB for crates/openstack's tests (nothing started).
+# OpenStack: a real neutron-server, Keystone (uWSGI), the openstack CLI and MariaDB for
+# crates/openstack's tests and the lab (nothing started).
 "$(dirname "$0")/setup-neutron.sh"
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -12,10 +12,10 @@ cargo build --workspace --all-targets -j2
 cargo test --workspace -j2 "$@"
 
 # Every lab test with packets, on nftables. Not here: nftables.rs (it picks its backends
-# itself, and ran above), docker.rs and openstack*.rs (not yet run on nftables in CI).
+# itself, and ran above) and openstack*.rs (not yet run on nftables in CI).
 nftables_lab_tests=(
   e2e host_endpoints masquerade metadata nat vxlan differential resilience etcd_cluster soak
-  bgp non_pool_routes podman examples_yaml migrate_v2
+  bgp non_pool_routes podman examples_yaml migrate_v2 docker flows
 )
 echo "== the lab tests again, on Felix's nftables backend"
 CALICO_TEST_BACKEND=nftables cargo test -j2 -p calico-lab \

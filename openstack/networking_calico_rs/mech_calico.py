@@ -3,26 +3,92 @@
 It binds every port on every host (every compute host is taken to run Calico: Felix and BIRD)
 whose segment is `local` or `flat` (Calico routes, it has no L2 segmentation), as
 `vif_type: tap` with L3 connectivity and status ACTIVE: Nova then plugs an unbridged TAP
-named `tap` + the first 11 characters of the port id, which Felix routes to. Nothing else: no
-RPC, no database, no etcd; calico-neutron reads Neutron's API for the rest.
+named `tap` + the first 11 characters of the port id, which Felix routes to.
+
+And it tells calico-neutron what changed, as each change commits: the post-commit hooks of
+ports and subnets, and Neutron's callbacks for security groups and their rules, send one
+datagram `{"kind": "port"|"subnet"|"security_group", "id": ...}` to the unix socket
+`[calico_rs] notify_socket`. calico-neutron then reads that one object from Neutron's API and
+writes its keys; nothing in a notification is trusted but the kind and the id. Sending never
+blocks and never fails a request: a notification that cannot be sent (calico-neutron not
+running, its queue full) is dropped, with a warning at most once a minute, and calico-neutron's
+periodic resync picks the change up. No RPC, no database, no etcd here.
 """
 
+import json
+import socket
+import time
+
 from neutron_lib.api.definitions import portbindings
+from neutron_lib.callbacks import events
+from neutron_lib.callbacks import registry
+from neutron_lib.callbacks import resources
 from neutron_lib import constants
 from neutron_lib.plugins.ml2 import api
+from oslo_config import cfg
 from oslo_log import log
 
 LOG = log.getLogger(__name__)
 
 VIF_TYPE_TAP = 'tap'
 BINDABLE_NETWORK_TYPES = ('local', 'flat')
+DEFAULT_SOCKET = '/run/calico/neutron-notify.sock'
+WARN_EVERY_SECONDS = 60
+
+OPTS = [
+    cfg.StrOpt('notify_socket', default=DEFAULT_SOCKET,
+               help='The unix datagram socket calico-neutron listens on '
+                    '(calico-neutron --notify-socket); empty: no notifications, '
+                    'calico-neutron learns of changes at its resync only.'),
+]
+cfg.CONF.register_opts(OPTS, 'calico_rs')
+
+
+class Notifier(object):
+    """Sends change notifications without ever blocking a request."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sock = None
+        self.dropped = 0
+        self.warned_at = 0.0
+
+    def send(self, kind, object_id):
+        if not self.path or not object_id:
+            return
+        message = json.dumps({'kind': kind, 'id': object_id}).encode()
+        try:
+            if self.sock is None:
+                self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                self.sock.setblocking(False)
+            self.sock.sendto(message, self.path)
+        except OSError as error:
+            self.dropped += 1
+            now = time.monotonic()
+            if now - self.warned_at >= WARN_EVERY_SECONDS:
+                self.warned_at = now
+                LOG.warning('calico_rs: cannot notify calico-neutron at %s '
+                            '(%s); %d notification(s) dropped so far, the '
+                            'resync will pick the changes up',
+                            self.path, error, self.dropped)
 
 
 class CalicoMechanismDriver(api.MechanismDriver):
-    """Binds ports as TAP interfaces for Calico."""
+    """Binds ports as TAP interfaces for Calico; notifies calico-neutron."""
 
     def initialize(self):
-        LOG.info('calico_rs mechanism driver: binding ports as %s', VIF_TYPE_TAP)
+        path = cfg.CONF.calico_rs.notify_socket
+        self.notifier = Notifier(path)
+        LOG.info('calico_rs mechanism driver: binding ports as %s; '
+                 'notifying calico-neutron at %s', VIF_TYPE_TAP,
+                 path or '(nowhere: notify_socket is empty)')
+        for event in (events.AFTER_CREATE, events.AFTER_UPDATE,
+                      events.AFTER_DELETE):
+            registry.subscribe(self._security_group, resources.SECURITY_GROUP,
+                               event)
+        for event in (events.AFTER_CREATE, events.AFTER_DELETE):
+            registry.subscribe(self._security_group_rule,
+                               resources.SECURITY_GROUP_RULE, event)
 
     @property
     def connectivity(self):
@@ -44,3 +110,34 @@ class CalicoMechanismDriver(api.MechanismDriver):
             return
         LOG.warning('port %s on host %s: no local or flat segment to bind',
                     port['id'], context.host)
+
+    # Ports: created, changed (binding, groups, addresses, admin state), deleted.
+    def create_port_postcommit(self, context):
+        self.notifier.send('port', context.current['id'])
+
+    def update_port_postcommit(self, context):
+        self.notifier.send('port', context.current['id'])
+
+    def delete_port_postcommit(self, context):
+        self.notifier.send('port', context.current['id'])
+
+    # Subnets: a gateway is in the endpoints of the subnet's ports.
+    def create_subnet_postcommit(self, context):
+        self.notifier.send('subnet', context.current['id'])
+
+    def update_subnet_postcommit(self, context):
+        self.notifier.send('subnet', context.current['id'])
+
+    def delete_subnet_postcommit(self, context):
+        self.notifier.send('subnet', context.current['id'])
+
+    # Security groups and rules: Neutron's callbacks (ML2 has no hooks for them).
+    def _security_group(self, resource, event, trigger, payload=None):
+        self.notifier.send('security_group', payload.resource_id)
+
+    def _security_group_rule(self, resource, event, trigger, payload=None):
+        if event == events.AFTER_CREATE:
+            group = payload.latest_state.get('security_group_id')
+        else:
+            group = (payload.metadata or {}).get('security_group_id')
+        self.notifier.send('security_group', group)

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use calico_model::bgp::{AsNumber, BgpPeer};
-use calico_model::key::{BGP_V1, PeerScope};
+use calico_model::key::{PeerScope, Prefix};
 use calico_model::pool::IpPool;
 use calico_model::{IpVersion, Key, Value};
 use ipnet::IpNet;
@@ -36,25 +36,26 @@ pub const DEFAULT_AS: AsNumber = AsNumber(64512);
 pub fn datastore_prefixes(host: Option<&str>) -> Vec<String> {
     let (legacy_peers, affinities) = match host {
         Some(host) => (
-            format!("/calico/v1/host/{host}/bgp_peer_"),
-            format!("/calico/ipam/v2/host/{host}/"),
+            Prefix::LegacyHostBgpPeers {
+                hostname: host.to_owned(),
+            },
+            Prefix::IpamHost {
+                hostname: host.to_owned(),
+            },
         ),
-        None => (
-            "/calico/v1/host/".to_owned(),
-            "/calico/ipam/v2/host/".to_owned(),
-        ),
+        None => (Prefix::Hosts, Prefix::IpamHosts),
     };
-    vec![
-        format!("{BGP_V1}/"),
-        "/calico/v1/config/bgp_".to_owned(),
+    [
+        Prefix::Bgp,
+        Prefix::LegacyGlobalBgp,
         legacy_peers,
-        POOLS.to_owned(),
+        Prefix::Pools,
         affinities,
     ]
+    .iter()
+    .map(Prefix::to_string)
+    .collect()
 }
-
-/// The prefix of the pools (and the v1 IPAM configuration).
-pub const POOLS: &str = "/calico/v1/ipam/";
 
 /// What the datastore says about one host.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

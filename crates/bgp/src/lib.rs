@@ -11,6 +11,6 @@ pub mod config;
 pub mod render;
 pub mod status;
 
-pub use config::{BgpConfig, DEFAULT_AS, Node, POOLS, datastore_prefixes};
+pub use config::{BgpConfig, DEFAULT_AS, Node, datastore_prefixes};
 pub use render::{Peer, PeerKind, RenderError, peers, render};
 pub use status::{Session, parse_protocols};

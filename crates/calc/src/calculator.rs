@@ -5,7 +5,7 @@
 //! | --- | --- |
 //! | an endpoint | the IP sets and (if local) policies whose selectors its labels leave open |
 //! | a profile's labels or tags | as above, for each endpoint using the profile (no cluster lookup) |
-//! | a policy | its selector against each local endpoint |
+//! | a policy or staged policy | its selector against each local endpoint |
 //! | a tier's order | the programs of local endpoints with policies in the tier |
 //! | a rule list | the IP sets it starts or stops using (a new set is filled once, from the endpoints with a label it needs; `!=` and `all()` sets hold nearly all, so from all) |
 //!
@@ -81,6 +81,8 @@ impl Stored {
 pub struct Changes {
     pub endpoints: BTreeSet<EndpointKey>,
     pub policies: BTreeSet<PolicyId>,
+    /// Staged policies whose rules changed, appeared or went ([`DesiredState::staged_policies`]).
+    pub staged_policies: BTreeSet<PolicyId>,
     pub profiles: BTreeSet<String>,
     pub ipsets: BTreeSet<String>,
     /// The pool sets changed.
@@ -91,6 +93,7 @@ impl Changes {
     pub fn is_empty(&self) -> bool {
         self.endpoints.is_empty()
             && self.policies.is_empty()
+            && self.staged_policies.is_empty()
             && self.profiles.is_empty()
             && self.ipsets.is_empty()
             && !self.pools
@@ -110,6 +113,11 @@ pub struct Calculator {
     policies: Policies,
     /// Local endpoint → the policies whose selector matches it.
     local_matches: BTreeMap<EndpointKey, BTreeSet<PolicyId>>,
+    /// The same for staged policies: their own index, matches and references (a staged
+    /// policy and a policy may have the same tier and name).
+    staged: Policies,
+    local_staged: BTreeMap<EndpointKey, BTreeSet<PolicyId>>,
+    staged_refs: HashMap<PolicyId, usize>,
     /// How many local endpoints use each policy / profile.
     policy_refs: HashMap<PolicyId, usize>,
     profile_refs: HashMap<String, usize>,
@@ -132,6 +140,9 @@ impl Calculator {
             users: ProfileUsers::default(),
             policies: Policies::default(),
             local_matches: BTreeMap::new(),
+            staged: Policies::default(),
+            local_staged: BTreeMap::new(),
+            staged_refs: HashMap::new(),
             policy_refs: HashMap::new(),
             profile_refs: HashMap::new(),
             ipsets: IpSetIndex::default(),
@@ -232,6 +243,9 @@ impl Calculator {
             }
             Key::TierMetadata { tier } => self.tier_changed(&tier),
             Key::Policy { tier, policy } => self.policy_changed(&PolicyId { tier, name: policy }),
+            Key::StagedPolicy { tier, policy } => {
+                self.staged_changed(&PolicyId { tier, name: policy });
+            }
             Key::Pool { .. } => self.pools_changed(),
             _ => {}
         }
@@ -282,8 +296,7 @@ impl Calculator {
             self.swap_profile_refs(key, &old, &new);
         }
         if self.is_local(key) {
-            let matches = self.matching_policies(key, id);
-            self.set_matches(key, matches);
+            self.rematch(key, id);
             self.rebuild_program(key);
         }
     }
@@ -320,16 +333,35 @@ impl Calculator {
             self.set_matches(key, BTreeSet::new());
             self.local_matches.remove(key);
         }
+        if self.local_staged.contains_key(key) {
+            self.set_staged_matches(key, BTreeSet::new());
+            self.local_staged.remove(key);
+        }
         if self.state.endpoints.remove(key).is_some() {
             self.changes.endpoints.insert(key.clone());
         }
     }
 
-    /// Every policy whose selector matches a local endpoint.
-    fn matching_policies(&self, key: &EndpointKey, id: u32) -> BTreeSet<PolicyId> {
+    /// Recomputes which policies and staged policies match local endpoint `key` (number `id`).
+    fn rematch(&mut self, key: &EndpointKey, id: u32) {
         let labels = self.endpoints.labels(id).expect("a numbered endpoint");
         let host = matches!(key, EndpointKey::Host(_));
-        self.policies.matching(labels, host)
+        let matches = self.policies.matching(labels, host);
+        let staged = self.staged.matching(labels, host);
+        self.set_matches(key, matches);
+        self.set_staged_matches(key, staged);
+    }
+
+    /// Replaces a local endpoint's matching staged policies, keeping the references right.
+    fn set_staged_matches(&mut self, key: &EndpointKey, matches: BTreeSet<PolicyId>) {
+        let old = self.local_staged.insert(key.clone(), matches.clone());
+        let old = old.unwrap_or_default();
+        for id in old.difference(&matches) {
+            self.staged_unref(id);
+        }
+        for id in matches.difference(&old) {
+            self.staged_ref(id);
+        }
     }
 
     /// Replaces a local endpoint's matching policies, keeping the policy references right.
@@ -350,6 +382,7 @@ impl Calculator {
             return;
         };
         let matches = &self.local_matches[key];
+        let staged = &self.local_staged[key];
         let interface = endpoint.interface.clone().or_else(|| {
             let holders = interfaces_holding(&endpoint.addresses, &self.interface_addresses);
             holders.first().map(|name| (*name).to_owned())
@@ -357,8 +390,8 @@ impl Calculator {
         let program = EndpointProgram {
             interface,
             active: endpoint.active,
-            tiers: self.tier_programs(matches, false),
-            untracked_tiers: self.tier_programs(matches, true),
+            tiers: self.tier_programs(matches, staged, false),
+            untracked_tiers: self.tier_programs(matches, &BTreeSet::new(), true),
             profiles: endpoint.profile_ids.iter().map(|p| p.to_string()).collect(),
             missing_profile: endpoint.profile_ids.iter().any(|id| {
                 self.cluster
@@ -376,28 +409,40 @@ impl Calculator {
         }
     }
 
-    /// The matching policies grouped by tier, in evaluation order.
-    fn tier_programs(&self, matches: &BTreeSet<PolicyId>, untracked: bool) -> Vec<TierProgram> {
-        let mut by_tier: BTreeMap<&str, Vec<(&Policy, &PolicyId)>> = BTreeMap::new();
+    /// The matching policies (and staged policies) grouped by tier, in evaluation order.
+    fn tier_programs(
+        &self,
+        matches: &BTreeSet<PolicyId>,
+        staged: &BTreeSet<PolicyId>,
+        untracked: bool,
+    ) -> Vec<TierProgram> {
+        type Found<'a> = Vec<(&'a Policy, &'a PolicyId)>;
+        let mut by_tier: BTreeMap<&str, (Found<'_>, Found<'_>)> = BTreeMap::new();
         for id in matches {
             let policy = &self.cluster.tiers[&id.tier].policies[&id.name];
             if policy.untracked == untracked {
-                by_tier.entry(&id.tier).or_default().push((policy, id));
+                by_tier.entry(&id.tier).or_default().0.push((policy, id));
             }
         }
-        let mut tiers: Vec<(&str, Vec<(&Policy, &PolicyId)>)> = by_tier.into_iter().collect();
+        for id in staged {
+            let policy = &self.cluster.tiers[&id.tier].staged[&id.name];
+            by_tier.entry(&id.tier).or_default().1.push((policy, id));
+        }
+        let mut tiers: Vec<(&str, (Found<'_>, Found<'_>))> = by_tier.into_iter().collect();
         tiers.sort_by(|a, b| {
             let order = |name: &str| self.cluster.tiers[name].order;
             order(a.0).cmp(&order(b.0)).then(a.0.cmp(b.0))
         });
+        let in_order = |mut policies: Found<'_>| -> Vec<PolicyId> {
+            policies.sort_by(|a, b| a.0.order.cmp(&b.0.order).then(a.1.name.cmp(&b.1.name)));
+            policies.into_iter().map(|(_, id)| id.clone()).collect()
+        };
         tiers
             .into_iter()
-            .map(|(name, mut policies)| {
-                policies.sort_by(|a, b| a.0.order.cmp(&b.0.order).then(a.1.name.cmp(&b.1.name)));
-                TierProgram {
-                    name: name.to_owned(),
-                    policies: policies.into_iter().map(|(_, id)| id.clone()).collect(),
-                }
+            .map(|(name, (policies, staged))| TierProgram {
+                name: name.to_owned(),
+                policies: in_order(policies),
+                staged: in_order(staged),
             })
             .collect()
     }
@@ -439,8 +484,7 @@ impl Calculator {
         let local = slot.local.then(|| self.key_of(id));
         self.endpoints.set_labels(id, labels);
         if let Some(key) = local {
-            let matches = self.matching_policies(&key, id);
-            self.set_matches(&key, matches);
+            self.rematch(&key, id);
             self.rebuild_program(&key);
         }
     }
@@ -463,9 +507,10 @@ impl Calculator {
     }
 
     fn tier_changed(&mut self, tier: &str) {
-        let affected: Vec<EndpointKey> = self
+        let affected: BTreeSet<EndpointKey> = self
             .local_matches
             .iter()
+            .chain(&self.local_staged)
             .filter(|(_, m)| m.iter().any(|id| id.tier == tier))
             .map(|(k, _)| k.clone())
             .collect();
@@ -511,6 +556,85 @@ impl Calculator {
                 self.policy_unref(id);
             }
             self.rebuild_program(&key);
+        }
+    }
+
+    /// A staged policy changed: as [`Calculator::policy_changed`], with the staged index.
+    fn staged_changed(&mut self, id: &PolicyId) {
+        self.sync_staged(id);
+        let policy = self
+            .cluster
+            .tiers
+            .get(&id.tier)
+            .and_then(|t| t.staged.get(&id.name))
+            .cloned();
+        self.staged.set(id, policy.as_ref());
+        let endpoints = &self.endpoints;
+        let numbers = &self.cluster.endpoints;
+        let touched: Vec<(EndpointKey, bool, bool)> = self
+            .local_staged
+            .iter()
+            .filter_map(|(key, matched)| {
+                let host = matches!(key, EndpointKey::Host(_));
+                let labels = || {
+                    let id = numbers.id(key).expect("a local endpoint is in the cluster");
+                    endpoints.labels(id).expect("numbered")
+                };
+                let now = policy.as_ref().is_some_and(|p| applies(p, host, labels()));
+                let had = matched.contains(id);
+                (now || had).then(|| (key.clone(), now, had))
+            })
+            .collect();
+        for (key, now, had) in touched {
+            if now && !had {
+                self.local_staged.get_mut(&key).unwrap().insert(id.clone());
+                self.staged_ref(id);
+            } else if had && !now {
+                self.local_staged.get_mut(&key).unwrap().remove(id);
+                self.staged_unref(id);
+            }
+            self.rebuild_program(&key);
+        }
+    }
+
+    fn staged_ref(&mut self, id: &PolicyId) {
+        *self.staged_refs.entry(id.clone()).or_default() += 1;
+        self.sync_staged(id);
+    }
+
+    fn staged_unref(&mut self, id: &PolicyId) {
+        if let Some(count) = self.staged_refs.get_mut(id) {
+            *count -= 1;
+            if *count == 0 {
+                self.staged_refs.remove(id);
+            }
+        }
+        self.sync_staged(id);
+    }
+
+    /// Makes the state's rules of a staged policy what the cluster says, if it is active.
+    fn sync_staged(&mut self, id: &PolicyId) {
+        let wanted = match self.staged_refs.contains_key(id) {
+            true => self
+                .cluster
+                .tiers
+                .get(&id.tier)
+                .and_then(|t| t.staged.get(&id.name))
+                .map(|p| Rules {
+                    inbound: p.inbound_rules.clone(),
+                    outbound: p.outbound_rules.clone(),
+                    untracked: false,
+                }),
+            false => None,
+        };
+        let current = self.state.staged_policies.get(id).cloned();
+        if wanted != current {
+            self.swap_sources(current.as_ref(), wanted.as_ref());
+            match wanted {
+                Some(rules) => self.state.staged_policies.insert(id.clone(), rules),
+                None => self.state.staged_policies.remove(id),
+            };
+            self.changes.staged_policies.insert(id.clone());
         }
     }
 

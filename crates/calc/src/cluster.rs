@@ -171,12 +171,14 @@ impl Profile {
     }
 }
 
-/// A tier: its order (from its metadata; `default` while that is missing) and its policies.
+/// A tier: its order (from its metadata; `default` while that is missing), its policies and
+/// its staged policies (evaluated without enforcing: only the flow logs see them).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tier {
     pub order: Order,
     pub has_metadata: bool,
     pub policies: BTreeMap<String, Policy>,
+    pub staged: BTreeMap<String, Policy>,
 }
 
 /// What an update did to the cluster's endpoints.
@@ -288,6 +290,7 @@ impl Cluster {
                 | Key::ProfileLabels { .. }
                 | Key::TierMetadata { .. }
                 | Key::Policy { .. }
+                | Key::StagedPolicy { .. }
                 | Key::Pool { .. }
         )
     }
@@ -343,6 +346,10 @@ impl Cluster {
                 let tier = self.tiers.entry(tier).or_default();
                 tier.policies.insert(policy, *value);
             }
+            (Key::StagedPolicy { tier, policy }, Value::StagedPolicy(value)) => {
+                let tier = self.tiers.entry(tier).or_default();
+                tier.staged.insert(policy, *value);
+            }
             (Key::Pool { cidr }, Value::Pool(pool)) => {
                 self.pools.insert(cidr, pool);
             }
@@ -373,6 +380,9 @@ impl Cluster {
             Key::Policy { tier, policy } => self.edit_tier(tier, |t| {
                 t.policies.remove(policy);
             }),
+            Key::StagedPolicy { tier, policy } => self.edit_tier(tier, |t| {
+                t.staged.remove(policy);
+            }),
             Key::Pool { cidr } => {
                 self.pools.remove(cidr);
             }
@@ -393,7 +403,7 @@ impl Cluster {
     fn edit_tier(&mut self, name: &str, edit: impl FnOnce(&mut Tier)) {
         if let Some(tier) = self.tiers.get_mut(name) {
             edit(tier);
-            if !tier.has_metadata && tier.policies.is_empty() {
+            if !tier.has_metadata && tier.policies.is_empty() && tier.staged.is_empty() {
                 self.tiers.remove(name);
             }
         }

@@ -6,6 +6,9 @@
 //!   it in evaluation order, and its profiles.
 //! - **Policies** and **profiles**: the rules of those active locally, shared by every local
 //!   endpoint that uses them.
+//! - **Staged policies**: selected like policies and listed in each endpoint's tiers beside the
+//!   policies, but never enforced (the dataplane only logs what they would do, with flow logs
+//!   on); a tier whose only applying policies are staged drops nothing.
 //! - **IP sets**: one per distinct canonical selector or tag used by an active rule, holding the
 //!   addresses of the endpoints (cluster-wide) it selects.
 
@@ -69,7 +72,19 @@ pub struct IpSet {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TierProgram {
     pub name: String,
+    /// The enforced policies. Empty in a tier where only staged policies apply: such a tier
+    /// enforces nothing (no end-of-tier drop).
     pub policies: Vec<PolicyId>,
+    /// The staged policies that apply, in evaluation order (`order`, then name): evaluated at
+    /// the start of the tier without enforcing. Always empty in untracked tiers.
+    pub staged: Vec<PolicyId>,
+}
+
+impl TierProgram {
+    /// Whether the tier enforces anything (has a policy that is not staged).
+    pub fn enforces(&self) -> bool {
+        !self.policies.is_empty()
+    }
 }
 
 /// What one local endpoint needs.
@@ -80,7 +95,8 @@ pub struct EndpointProgram {
     /// no interface does.
     pub interface: Option<String>,
     pub active: bool,
-    /// Tiers with at least one (tracked) policy that applies, in evaluation order.
+    /// Tiers with at least one (tracked) policy or staged policy that applies, in evaluation
+    /// order.
     pub tiers: Vec<TierProgram>,
     /// For host endpoints, the same for the untracked policies (evaluated first, in the raw
     /// table). Always empty for workloads, which untracked policies do not apply to.
@@ -104,6 +120,9 @@ pub struct EndpointProgram {
 pub struct DesiredState {
     pub endpoints: BTreeMap<EndpointKey, EndpointProgram>,
     pub policies: BTreeMap<PolicyId, Rules>,
+    /// The rules of the staged policies that apply to a local endpoint (a staged policy and a
+    /// policy may share a tier and name: they are two objects).
+    pub staged_policies: BTreeMap<PolicyId, Rules>,
     pub profiles: BTreeMap<String, Rules>,
     /// By [`IpSetSource::id`].
     pub ipsets: BTreeMap<String, IpSet>,
@@ -194,37 +213,45 @@ pub fn desired_state(cluster: &Cluster, hostname: &str) -> DesiredState {
         };
         let host = matches!(key, EndpointKey::Host(_));
         for (tier_name, tier) in &tiers {
-            let mut applied: Vec<(&String, &Policy)> = tier
-                .policies
-                .iter()
-                .filter(|(_, p)| applies(p, host, &labels))
-                .collect();
-            applied.sort_by(|a, b| a.1.order.cmp(&b.1.order).then(a.0.cmp(b.0)));
-            for untracked in [false, true] {
-                let policies: Vec<PolicyId> = applied
+            let applied = |policies: &'_ BTreeMap<String, Policy>| {
+                let mut applied: Vec<(PolicyId, Rules)> = Vec::new();
+                let mut found: Vec<(&String, &Policy)> = policies
                     .iter()
-                    .filter(|(_, p)| p.untracked == untracked)
-                    .map(|(name, policy)| {
-                        let id = PolicyId {
-                            tier: (*tier_name).to_owned(),
-                            name: (*name).clone(),
-                        };
-                        state.policies.insert(id.clone(), rules_of(policy));
-                        id
-                    })
+                    .filter(|(_, p)| applies(p, host, &labels))
                     .collect();
-                if policies.is_empty() {
-                    continue;
+                found.sort_by(|a, b| a.1.order.cmp(&b.1.order).then(a.0.cmp(b.0)));
+                for (name, policy) in found {
+                    let id = PolicyId {
+                        tier: (*tier_name).to_owned(),
+                        name: name.clone(),
+                    };
+                    applied.push((id, rules_of(policy)));
                 }
-                let program_tiers = match untracked {
-                    false => &mut program.tiers,
-                    true => &mut program.untracked_tiers,
-                };
-                program_tiers.push(TierProgram {
+                applied
+            };
+            let staged = applied(&tier.staged);
+            let (untracked, tracked): (Vec<_>, Vec<_>) = applied(&tier.policies)
+                .into_iter()
+                .partition(|(_, rules)| rules.untracked);
+            let ids = |list: &[(PolicyId, Rules)]| -> Vec<PolicyId> {
+                list.iter().map(|(id, _)| id.clone()).collect()
+            };
+            if !tracked.is_empty() || !staged.is_empty() {
+                program.tiers.push(TierProgram {
                     name: (*tier_name).to_owned(),
-                    policies,
+                    policies: ids(&tracked),
+                    staged: ids(&staged),
                 });
             }
+            if !untracked.is_empty() {
+                program.untracked_tiers.push(TierProgram {
+                    name: (*tier_name).to_owned(),
+                    policies: ids(&untracked),
+                    staged: Vec::new(),
+                });
+            }
+            state.policies.extend(tracked.into_iter().chain(untracked));
+            state.staged_policies.extend(staged);
         }
         for id in endpoint.profile_ids.iter() {
             match cluster.profiles.get(&**id).and_then(|p| p.rules.as_ref()) {
@@ -265,6 +292,7 @@ fn ipsets(cluster: &Cluster, state: &DesiredState) -> BTreeMap<String, IpSet> {
     let all_rules = state
         .policies
         .values()
+        .chain(state.staged_policies.values())
         .chain(state.profiles.values())
         .flat_map(|r| r.inbound.iter().chain(&r.outbound));
     let mut sources = BTreeMap::new();

@@ -10,7 +10,8 @@ use proptest::prelude::*;
 const HOST: &str = "h1";
 
 /// Keys and the values they may take (`None`: deleted). Endpoints on two hosts, profiles with
-/// rules, tags and labels, two tiers, policies with selectors and tag/selector rules.
+/// rules, tags and labels, three tiers, policies with selectors and tag/selector rules, and
+/// staged policies (one named as a policy of its tier, one alone in a tier of its own).
 fn pool() -> Vec<(String, Vec<Option<String>>)> {
     let wep = |host: &str, name: &str| {
         format!("/calico/v1/host/{host}/workload/k8s/ns.{name}/endpoint/eth0")
@@ -154,6 +155,33 @@ fn pool() -> Vec<(String, Vec<Option<String>>)> {
             ],
         ),
         (
+            "/calico/v1/policy/tier/t1/stagedpolicy/web".to_owned(),
+            vec![
+                s(
+                    r#"{"selector": "role == 'web'", "order": 1, "inbound_rules": [{"src_selector": "env == 'staged'", "action": "deny"}]}"#,
+                ),
+                s(
+                    r#"{"selector": "has(env)", "order": 100, "outbound_rules": [{"dst_tag": "t2", "action": "allow"}]}"#,
+                ),
+                s(r#"{"untracked": true}"#),
+                None,
+            ],
+        ),
+        (
+            "/calico/v1/policy/tier/t3/stagedpolicy/only".to_owned(),
+            vec![
+                s(
+                    r#"{"selector": "all()", "inbound_rules": [{"src_selector": "role == 'db'", "action": "deny"}]}"#,
+                ),
+                s(r#"{"selector": "role == 'db'", "order": 2}"#),
+                None,
+            ],
+        ),
+        (
+            "/calico/v1/policy/tier/t3/metadata".to_owned(),
+            vec![s(r#"{"order": 5}"#), None],
+        ),
+        (
             "/calico/v1/policy/tier/default/policy/d".to_owned(),
             vec![
                 s(
@@ -165,16 +193,17 @@ fn pool() -> Vec<(String, Vec<Option<String>>)> {
     ]
 }
 
-/// Every key whose value differs between two states.
-fn differences(
-    a: &DesiredState,
-    b: &DesiredState,
-) -> (
+/// Endpoints, policies, staged policies, profiles and IP sets (by name).
+type Differences = (
     BTreeSet<EndpointKey>,
     BTreeSet<String>,
     BTreeSet<String>,
     BTreeSet<String>,
-) {
+    BTreeSet<String>,
+);
+
+/// Every key whose value differs between two states.
+fn differences(a: &DesiredState, b: &DesiredState) -> Differences {
     fn keys<K: Ord + Clone, V: PartialEq>(
         a: &std::collections::BTreeMap<K, V>,
         b: &std::collections::BTreeMap<K, V>,
@@ -189,9 +218,14 @@ fn differences(
         .into_iter()
         .map(|id| format!("{}/{}", id.tier, id.name))
         .collect();
+    let staged = keys(&a.staged_policies, &b.staged_policies)
+        .into_iter()
+        .map(|id| format!("{}/{}", id.tier, id.name))
+        .collect();
     (
         keys(&a.endpoints, &b.endpoints),
         policies,
+        staged,
         keys(&a.profiles, &b.profiles),
         keys(&a.ipsets, &b.ipsets),
     )
@@ -203,21 +237,24 @@ proptest! {
     #[test]
     fn incremental_state_equals_the_state_computed_from_scratch(
         steps in prop::collection::vec((0..20usize, 0..6usize), 1..60),
+        offset in 0..20usize,
     ) {
         let pool = pool();
         let mut calc = Calculator::new(HOST);
         for (key_index, value_index) in steps {
-            let (key, values) = &pool[key_index % pool.len()];
+            let (key, values) = &pool[(key_index + offset) % pool.len()];
             let value = &values[value_index % values.len()];
             let before = calc.state().clone();
             calc.apply(key, value.as_deref());
             let expected = desired_state(calc.cluster(), HOST);
             prop_assert_eq!(calc.state(), &expected, "after {} = {:?}", key, value);
             let changes = calc.take_changes();
-            let (endpoints, policies, profiles, ipsets) = differences(&before, &expected);
+            let (endpoints, policies, staged, profiles, ipsets) = differences(&before, &expected);
             prop_assert!(endpoints.is_subset(&changes.endpoints), "unreported endpoints after {}", key);
             let reported: BTreeSet<String> = changes.policies.iter().map(|id| format!("{}/{}", id.tier, id.name)).collect();
             prop_assert!(policies.is_subset(&reported), "unreported policies after {}", key);
+            let reported: BTreeSet<String> = changes.staged_policies.iter().map(|id| format!("{}/{}", id.tier, id.name)).collect();
+            prop_assert!(staged.is_subset(&reported), "unreported staged policies after {}", key);
             prop_assert!(profiles.is_subset(&changes.profiles), "unreported profiles after {}", key);
             prop_assert!(ipsets.is_subset(&changes.ipsets), "unreported ipsets after {}", key);
             let pools_differ = before.pools != expected.pools
@@ -251,8 +288,9 @@ fn only_local_endpoints_are_programmed_and_sets_span_the_cluster() {
     };
     let program = &state.endpoints[&EndpointKey::Workload(id)];
     let tiers: Vec<&str> = program.tiers.iter().map(|t| t.name.as_str()).collect();
-    // a is role=web and inherits env=prod from p1: every tier has a policy for it.
-    assert_eq!(tiers, ["t1", "t2", "default"], "{program:?}");
+    // a is role=web and inherits env=prod from p1: every tier has a policy (t3 a staged one)
+    // for it.
+    assert_eq!(tiers, ["t1", "t3", "t2", "default"], "{program:?}");
     let t1: Vec<&str> = program.tiers[0]
         .policies
         .iter()
@@ -413,4 +451,75 @@ fn host_endpoint_by_address_follows_the_address() {
         Some(r#"{"name": "eth7", "expected_ipv4_addrs": ["10.99.0.12"], "profile_ids": []}"#),
     );
     assert_eq!(interface(&calc).as_deref(), Some("eth7"));
+}
+
+/// Staged policies are selected like policies and listed per tier beside them, in their own
+/// order; a tier where only staged policies apply enforces nothing; a staged policy and a
+/// policy of the same tier and name are two objects.
+#[test]
+fn staged_policies_are_listed_per_tier_and_never_make_a_tier_enforce() {
+    let mut calc = Calculator::new(HOST);
+    for (key, values) in pool() {
+        if let Some(value) = &values[0] {
+            calc.apply(&key, Some(value));
+        }
+    }
+    let a = Key::parse("/calico/v1/host/h1/workload/k8s/ns.a/endpoint/eth0").unwrap();
+    let Key::WorkloadEndpoint(id) = a else {
+        unreachable!()
+    };
+    let program = &calc.state().endpoints[&EndpointKey::Workload(id)];
+    let tiers: Vec<(&str, Vec<String>, Vec<String>)> = program
+        .tiers
+        .iter()
+        .map(|t| {
+            let names = |ids: &[calico_calc::PolicyId]| -> Vec<String> {
+                ids.iter().map(|p| p.name.clone()).collect()
+            };
+            (t.name.as_str(), names(&t.policies), names(&t.staged))
+        })
+        .collect();
+    assert_eq!(
+        tiers,
+        [
+            (
+                "t1",
+                vec!["web".to_owned(), "all".to_owned()],
+                vec!["web".to_owned()]
+            ),
+            ("t3", vec![], vec!["only".to_owned()]),
+            ("t2", vec!["db".to_owned()], vec![]),
+            ("default", vec!["d".to_owned()], vec![]),
+        ],
+        "{program:?}"
+    );
+    assert!(program.tiers[0].enforces());
+    assert!(
+        !program.tiers[1].enforces(),
+        "t3 holds only a staged policy"
+    );
+    let staged = calico_calc::PolicyId {
+        tier: "t1".into(),
+        name: "web".into(),
+    };
+    let state = calc.state();
+    assert_ne!(
+        state.staged_policies.get(&staged),
+        state.policies.get(&staged),
+        "the staged web and the enforced web keep their own rules"
+    );
+    // The staged policy's selector set is active like any other rule's.
+    assert!(state.ipsets.values().any(|s| matches!(&s.source, calico_calc::IpSetSource::Selector(sel) if sel.canonical() == r#"env == "staged""#)));
+    // Deleted: gone from the tier and the state, and reported.
+    calc.take_changes();
+    calc.apply("/calico/v1/policy/tier/t3/stagedpolicy/only", None);
+    let changes = calc.take_changes();
+    assert!(changes.staged_policies.iter().any(|id| id.name == "only"));
+    assert!(
+        calc.state()
+            .endpoints
+            .values()
+            .all(|p| p.tiers.iter().all(|t| t.name != "t3")),
+        "t3 has nothing left for anyone"
+    );
 }

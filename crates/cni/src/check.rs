@@ -8,7 +8,7 @@ use std::path::Path;
 
 use calico_linux::{Family, Netlink, Netns};
 use calico_model::endpoint::WorkloadEndpoint;
-use calico_model::from_json;
+use calico_model::{MacAddr, from_json};
 
 use crate::config::NetConf;
 use std::sync::Arc;
@@ -18,8 +18,6 @@ use calico_ipam::Ipam;
 
 use crate::delegate::{self, IpamPlugin};
 use crate::ipam_plugin::{self, connect};
-use crate::plugin::kernel;
-use crate::runtime_config::format_mac;
 use crate::spec::{CniError, CniResult, Env, code};
 use crate::workload::Workload;
 use calico_plumbing::routes::{self, FIRST_METRIC, MAIN_TABLE, SourceRule};
@@ -73,8 +71,8 @@ async fn check_host_side(
     addresses: &[IpAddr],
 ) -> Result<Option<IpAddr>, CniError> {
     let veth = workload.veth_name();
-    let host = Netlink::connect(&Netns::current()).map_err(kernel)?;
-    let link = host.link_by_name(&veth).await.map_err(kernel)?;
+    let host = Netlink::connect(&Netns::current())?;
+    let link = host.link_by_name(&veth).await?;
     let Some(link) = link.filter(|l| l.up) else {
         return Err(failed(format!("the host side {veth} is missing or down")));
     };
@@ -101,18 +99,17 @@ async fn check_container(
         ));
     }
     let netns = Netns::at_path(&env.netns);
-    let container = Netlink::connect(&netns).map_err(kernel)?;
+    let container = Netlink::connect(&netns)?;
     let link = container
         .link_by_name(&env.ifname)
-        .await
-        .map_err(kernel)?
+        .await?
         .ok_or_else(|| failed(format!("{} is missing in {}", env.ifname, env.netns)))?;
     let listed = prev
         .interfaces
         .iter()
         .find(|i| i.name == env.ifname && i.sandbox.is_some());
     if let Some(want) = listed.and_then(|i| i.mac.as_deref()) {
-        let have = link.mac.map(format_mac).unwrap_or_default();
+        let have = link.mac.map(|m| MacAddr(m).to_string()).unwrap_or_default();
         if !want.eq_ignore_ascii_case(&have) {
             return Err(failed(format!(
                 "{} in the container has MAC {have}, the ADD result says {want}",
@@ -120,7 +117,7 @@ async fn check_container(
             )));
         }
     }
-    let present = container.addresses(link.index).await.map_err(kernel)?;
+    let present = container.addresses(link.index).await?;
     if let Some(missing) = addresses
         .iter()
         .find(|ip| !present.iter().any(|a| a.addr() == **ip))

@@ -3,8 +3,9 @@
 //!
 //! | module | owns |
 //! | --- | --- |
-//! | `spec` | the protocol: `CNI_*` environment, versions, error objects |
-//! | `result` | results as serde types per spec version (0.3.x/0.4.0, 1.0.0), error object |
+//! | `error` | `CniError`: the error object with the spec's codes (and ours from 100) |
+//! | `spec` | the protocol: `CNI_*` environment, versions |
+//! | `result` | results as serde types per spec version (0.3.x/0.4.0, 1.0.0) |
 //! | `config` | the network configuration on stdin |
 //! | `runtime_config` | `capabilities`/`runtimeConfig` (`ips`, `mac`) and `CNI_ARGS` `IP=`/`MAC=` |
 //! | `workload` | endpoint key, veth name and IPAM handle of a call |
@@ -17,6 +18,7 @@
 pub mod check;
 pub mod config;
 pub mod delegate;
+pub mod error;
 pub mod fault;
 pub mod ipam_plugin;
 pub mod plugin;

@@ -13,7 +13,8 @@ use calico_datastore::Datastore;
 use calico_ipam::Ipam;
 use calico_linux::{Link, Netlink, Netns};
 use calico_model::endpoint::WorkloadEndpoint;
-use calico_model::{Key, from_json};
+use calico_model::profile::network_default;
+use calico_model::{Key, MacAddr, Validate, from_json, to_json};
 use ipnet::IpNet;
 use serde_json::{Value, json};
 
@@ -21,7 +22,7 @@ use crate::config::NetConf;
 use crate::delegate::{self, IpamPlugin};
 use crate::fault::{Step, crash_point};
 use crate::ipam_plugin::{self, connect, ipam_error};
-use crate::runtime_config::{self, Requested, format_mac};
+use crate::runtime_config::{self, Requested};
 use crate::spec::{CniError, CniResult, Command, Env, Interface, IpConfig, RouteConfig, code};
 use crate::workload::{Workload, handle_id};
 pub use calico_plumbing::IPV4_GATEWAY;
@@ -167,13 +168,8 @@ async fn add(call: &Call<'_>) -> Result<Value, CniError> {
 
 /// A repeated ADD must not touch the interface (and addresses) the first one made.
 async fn not_added_yet(env: &Env) -> Result<(), CniError> {
-    let container = Netlink::connect(&Netns::at_path(&env.netns)).map_err(kernel)?;
-    if container
-        .link_by_name(&env.ifname)
-        .await
-        .map_err(kernel)?
-        .is_some()
-    {
+    let container = Netlink::connect(&Netns::at_path(&env.netns))?;
+    if container.link_by_name(&env.ifname).await?.is_some() {
         return Err(CniError::new(
             code::KERNEL,
             format!(
@@ -214,11 +210,14 @@ async fn add_steps(
     let (host_link, container_link) = plumb(&attachment, done).await?;
     crash_point(env.abort_after, Step::Veth);
 
-    let endpoint = endpoint_json(&veth, &container_link, &conf.name, &addresses);
-    let key = workload.key().to_string();
+    let key = workload.key();
+    let endpoint = value_of(
+        &key,
+        &endpoint(&veth, &container_link, &conf.name, &addresses),
+    )?;
+    let key = key.to_string();
     // The key is recorded first: a failed write may still have landed, and undo is harmless.
     done.endpoint = Some(key.clone());
-    let endpoint = endpoint.to_string();
     tokio::try_join!(ensure_profile(conf, store), async {
         store
             .put(&key, &endpoint)
@@ -244,12 +243,12 @@ async fn add_steps(
         interfaces: vec![
             Interface {
                 name: veth,
-                mac: host_link.mac.map(format_mac),
+                mac: host_link.mac.map(|m| MacAddr(m).to_string()),
                 sandbox: None,
             },
             Interface {
                 name: env.ifname.clone(),
-                mac: container_link.mac.map(format_mac),
+                mac: container_link.mac.map(|m| MacAddr(m).to_string()),
                 sandbox: Some(env.netns.clone()),
             },
         ],
@@ -301,25 +300,22 @@ async fn plumb(attachment: &Attachment, done: &mut Done) -> Result<(Link, Link),
     Ok((plumbed.host, plumbed.container))
 }
 
-fn endpoint_json(veth: &str, container: &Link, profile: &str, addresses: &[IpAddr]) -> Value {
-    let nets = |v4: bool| -> Vec<String> {
-        addresses
-            .iter()
-            .filter(|ip| ip.is_ipv4() == v4)
-            .map(|ip| IpNet::from(*ip).to_string())
-            .collect()
-    };
-    let mut endpoint = json!({
-        "state": "active",
-        "name": veth,
-        "profile_ids": [profile],
-        "ipv4_nets": nets(true),
-        "ipv6_nets": nets(false),
-    });
-    if let Some(mac) = container.mac {
-        endpoint["mac"] = json!(format_mac(mac));
+/// The workload endpoint ADD writes (seed 004): active, the host side's name, the container
+/// side's MAC, the addresses, the network's profile.
+fn endpoint(veth: &str, container: &Link, profile: &str, addresses: &[IpAddr]) -> WorkloadEndpoint {
+    WorkloadEndpoint {
+        mac: container.mac.map(MacAddr),
+        ..WorkloadEndpoint::active(veth, &[profile], addresses)
     }
-    endpoint
+}
+
+/// A value for `key`, as the model writes it; a value the model refuses is the plugin's bug or
+/// bad configuration, named with the key and field.
+fn value_of<T: serde::Serialize + Validate + Clone>(
+    key: &Key,
+    value: &T,
+) -> Result<String, CniError> {
+    to_json(value).map_err(|e| CniError::new(code::INVALID_CONFIG, format!("{key}: {e}")))
 }
 
 /// The network's profile, created if absent with Calico's classic default: tagged with the
@@ -327,18 +323,18 @@ fn endpoint_json(veth: &str, container: &Link, profile: &str, addresses: &[IpAdd
 /// operator's and is left alone.
 async fn ensure_profile(conf: &NetConf, store: &dyn Datastore) -> Result<(), CniError> {
     let name = conf.name.as_str();
+    let (tags_value, rules_value) = network_default(name);
     let tags = Key::ProfileTags {
         profile: name.to_owned(),
     };
     let rules = Key::ProfileRules {
         profile: name.to_owned(),
     };
-    let default_rules = json!({
-        "inbound_rules": [{"action": "allow", "src_tag": name}],
-        "outbound_rules": [{"action": "allow"}],
-    });
-    let (tags, tags_value) = (tags.to_string(), json!([name]).to_string());
-    let (rules, rules_value) = (rules.to_string(), default_rules.to_string());
+    let (tags_value, rules_value) = (
+        value_of(&tags, &tags_value)?,
+        value_of(&rules, &rules_value)?,
+    );
+    let (tags, rules) = (tags.to_string(), rules.to_string());
     tokio::try_join!(
         store.put_if_absent(&tags, &tags_value),
         store.put_if_absent(&rules, &rules_value),
@@ -387,10 +383,8 @@ async fn del(call: &Call<'_>) -> Result<(), CniError> {
     if owner.newer {
         return Ok(());
     }
-    let host = Netlink::connect(&Netns::current()).map_err(kernel)?;
-    host.delete_link(&workload.veth_name())
-        .await
-        .map_err(kernel)?;
+    let host = Netlink::connect(&Netns::current())?;
+    host.delete_link(&workload.veth_name()).await?;
     if !owner.legacy.is_empty() {
         let _held = ipam_plugin::host_lock(conf).await?;
         let freed = ipam.release_ips(&owner.legacy).await.map_err(ipam_error)?;
@@ -459,19 +453,18 @@ fn remove_container_side_apart(
 /// the link), then the interface, which takes its addresses and routes along.
 async fn remove_container_side(netns: &str, ifname: &str) -> Result<(), CniError> {
     let netns = Netns::at_path(netns);
-    let container = Netlink::connect(&netns).map_err(kernel)?;
-    let Some(link) = container.link_by_name(ifname).await.map_err(kernel)? else {
+    let container = Netlink::connect(&netns)?;
+    let Some(link) = container.link_by_name(ifname).await? else {
         return Ok(());
     };
     let addresses: Vec<IpAddr> = container
         .addresses(link.index)
-        .await
-        .map_err(kernel)?
+        .await?
         .iter()
         .map(IpNet::addr)
         .collect();
     routes::delete_rules_from(&container, &addresses).await?;
-    container.delete_link(ifname).await.map_err(kernel)?;
+    container.delete_link(ifname).await?;
     Ok(())
 }
 
@@ -507,10 +500,6 @@ async fn owned_by(
         }
     }
     Ok(owner)
-}
-
-pub(crate) fn kernel(error: calico_linux::NetlinkError) -> CniError {
-    CniError::new(code::KERNEL, error.to_string())
 }
 
 #[cfg(test)]

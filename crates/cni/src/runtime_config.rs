@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use calico_model::MacAddr;
 use ipnet::IpNet;
 use serde_json::Value;
 
@@ -28,7 +29,7 @@ pub struct Requested {
     /// Static addresses; empty for automatic assignment.
     pub ips: Vec<IpAddr>,
     /// The container interface's MAC; `None` for the kernel's random one.
-    pub mac: Option<[u8; 6]>,
+    pub mac: Option<MacAddr>,
 }
 
 /// Refuses a capability the `calico` plugin declares but does not implement (not checked by
@@ -77,8 +78,9 @@ pub fn from_config(
         let text = mac
             .as_str()
             .ok_or_else(|| invalid(format!("runtimeConfig.mac: {mac} is not a string")))?;
-        requested.mac =
-            Some(parse_mac(text).map_err(|e| invalid(format!("runtimeConfig.mac: {e}")))?);
+        requested.mac = Some(
+            MacAddr::parse_unicast(text).map_err(|e| invalid(format!("runtimeConfig.mac: {e}")))?,
+        );
     }
     Ok(requested)
 }
@@ -99,7 +101,7 @@ pub fn with_args(from_config: Requested, env: &Env) -> Result<Requested, CniErro
         requested.ips = ips;
     }
     if let Some(text) = arg("MAC") {
-        let mac = parse_mac(text)
+        let mac = MacAddr::parse_unicast(text)
             .map_err(|e| CniError::new(code::INVALID_ENVIRONMENT, format!("CNI_ARGS MAC: {e}")))?;
         if requested.mac.is_some_and(|m| m != mac) {
             return Err(invalid(format!(
@@ -156,37 +158,6 @@ fn args_ips(list: &str) -> Result<Vec<IpAddr>, CniError> {
         ips.push(ip);
     }
     Ok(ips)
-}
-
-/// A unicast MAC address written as six hex octets separated by `:`.
-pub fn parse_mac(text: &str) -> Result<[u8; 6], String> {
-    let octets: Vec<u8> = text
-        .split(':')
-        .map(|part| match part.len() {
-            1 | 2 => u8::from_str_radix(part, 16).ok(),
-            _ => None,
-        })
-        .collect::<Option<_>>()
-        .filter(|o: &Vec<u8>| o.len() == 6)
-        .ok_or_else(|| {
-            format!("{text:?} is not a MAC address (six hex octets separated by ':')")
-        })?;
-    let mac: [u8; 6] = octets.try_into().expect("six octets");
-    if mac[0] & 1 == 1 {
-        return Err(format!(
-            "{text:?} is a multicast address: an interface needs a unicast one"
-        ));
-    }
-    if mac == [0; 6] {
-        return Err(format!("{text:?} is the all-zero address"));
-    }
-    Ok(mac)
-}
-
-/// `aa:bb:cc:dd:ee:ff`.
-pub fn format_mac(mac: [u8; 6]) -> String {
-    let parts: Vec<String> = mac.iter().map(|b| format!("{b:02x}")).collect();
-    parts.join(":")
 }
 
 fn same_set(a: &[IpAddr], b: &[IpAddr]) -> bool {
@@ -256,8 +227,11 @@ mod tests {
                 "fd00::5".parse().unwrap()
             ]
         );
-        assert_eq!(requested.mac, Some([0xc2, 0x11, 0x22, 0x33, 0x44, 0x55]));
-        assert_eq!(format_mac(requested.mac.unwrap()), "c2:11:22:33:44:55");
+        assert_eq!(
+            requested.mac,
+            Some(MacAddr([0xc2, 0x11, 0x22, 0x33, 0x44, 0x55]))
+        );
+        assert_eq!(requested.mac.unwrap().to_string(), "c2:11:22:33:44:55");
     }
 
     #[test]
@@ -310,7 +284,7 @@ mod tests {
             ),
             (
                 json!({"mac": "c2:11:22:33:44"}),
-                "runtimeConfig.mac: \"c2:11:22:33:44\" is not a MAC address",
+                "runtimeConfig.mac: invalid MAC address \"c2:11:22:33:44\": expected the form",
             ),
             (
                 json!({"mac": "01:00:5e:00:00:01"}),
@@ -337,7 +311,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(merged.ips, from_runtime.ips);
-        assert_eq!(merged.mac, Some([0xc2, 0, 0, 0, 0, 7]));
+        assert_eq!(merged.mac, Some(MacAddr([0xc2, 0, 0, 0, 0, 7])));
         let e = with_args(from_runtime, &env("IP=10.0.0.6")).unwrap_err();
         assert!(e.msg.contains("ask for different addresses"), "{e:?}");
         let e = with_args(Requested::default(), &env("IP=10.0.0.5,10.0.0.5")).unwrap_err();
@@ -347,6 +321,10 @@ mod tests {
         );
         let e = with_args(Requested::default(), &env("MAC=zz")).unwrap_err();
         assert_eq!(e.code, 4);
-        assert!(e.msg.starts_with("CNI_ARGS MAC: \"zz\""), "{e:?}");
+        assert!(
+            e.msg
+                .starts_with("CNI_ARGS MAC: invalid MAC address \"zz\""),
+            "{e:?}"
+        );
     }
 }

@@ -93,6 +93,133 @@ pub enum Command {
         #[command(subcommand)]
         command: IpamCommand,
     },
+    /// Flow logs from the flow aggregator (calico-flows): who talked to whom, the verdict and
+    /// the tier, policy and rule that decided it (and what staged policies would decide). Lists
+    /// the flows (newest first), follows them live (--follow), or runs `policy explain` for one
+    /// and compares it with the recorded trail (--explain). See docs/observability.md
+    #[command(after_help = help::FLOWS_EXAMPLES)]
+    Flows(FlowsArgs),
+}
+
+/// Where the flow aggregator is.
+#[derive(Debug, Clone, Args)]
+pub struct FlowsUrl {
+    /// The flow aggregator, calico-flows (http://HOST:PORT; it serves no https)
+    #[arg(
+        long,
+        env = "CALICO_FLOWS_URL",
+        default_value = "http://127.0.0.1:7480",
+        value_name = "URL"
+    )]
+    pub flows_url: String,
+}
+
+/// Which flows: the aggregator's filter (`calico_flowlog::FlowFilter`) as flags. Values of one
+/// flag are alternatives (repeat it), different flags must all hold.
+#[derive(Debug, Clone, Default, Args)]
+pub struct FlowFilterArgs {
+    /// Only flows whose source or destination key (or net) contains this text (repeatable)
+    #[arg(long, value_name = "TEXT")]
+    pub endpoint: Vec<String>,
+    /// Only flows whose source or destination has this profile (repeatable)
+    #[arg(long)]
+    pub profile: Vec<String>,
+    /// Only flows with a step (enforced or staged) in this tier (repeatable)
+    #[arg(long)]
+    pub tier: Vec<String>,
+    /// Only flows with a step (enforced or staged) naming this policy or profile (repeatable)
+    #[arg(long)]
+    pub policy: Vec<String>,
+    /// Only flows with this verdict (repeatable)
+    #[arg(long, value_enum)]
+    pub action: Vec<FlowActionArg>,
+    /// Only flows reported by this host (repeatable)
+    #[arg(long, value_name = "HOST")]
+    pub reporter: Vec<String>,
+    /// Only flows in this direction, relative to the reporting endpoint (repeatable)
+    #[arg(long, value_enum)]
+    pub direction: Vec<FlowDirectionArg>,
+    /// Only flows that started at or after this time: a duration before now (15m, 2h, 1d) or
+    /// an RFC 3339 time (2026-11-27T15:00:00Z)
+    #[arg(long, value_name = "DURATION|TIME", value_parser = parse_flow_time)]
+    pub since: Option<i64>,
+    /// Only flows that started before this time: a duration before now or an RFC 3339 time
+    #[arg(long, value_name = "DURATION|TIME", value_parser = parse_flow_time)]
+    pub until: Option<i64>,
+}
+
+/// A flow's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FlowActionArg {
+    Allow,
+    Deny,
+}
+
+/// A flow's direction relative to the reporting endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FlowDirectionArg {
+    Ingress,
+    Egress,
+}
+
+/// A time bound as the aggregator's filter takes it: negative seconds before now for a
+/// duration, unix seconds for an RFC 3339 time.
+pub fn parse_flow_time(text: &str) -> Result<i64, String> {
+    if let Ok(duration) = humantime::parse_duration(text) {
+        return match i64::try_from(duration.as_secs()) {
+            Ok(0) => Err(format!("{text:?} is under a second: give at least 1s")),
+            Ok(secs) => Ok(-secs),
+            Err(_) => Err(format!("{text:?} is too long a duration")),
+        };
+    }
+    let time = humantime::parse_rfc3339_weak(text).map_err(|_| {
+        format!(
+            "{text:?} is neither a duration (15m, 2h, 1d) nor an RFC 3339 time \
+             (2026-11-27T15:00:00Z)"
+        )
+    })?;
+    let secs = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| format!("{text:?} is before 1970"))?
+        .as_secs();
+    i64::try_from(secs)
+        .ok()
+        .filter(|secs| *secs > 0)
+        .ok_or_else(|| format!("{text:?} is out of range"))
+}
+
+/// A duration (15m, 2h).
+fn parse_duration_arg(text: &str) -> Result<std::time::Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(duration) if duration.as_secs() >= 1 => Ok(duration),
+        Ok(_) => Err(format!("{text:?} is under a second: give at least 1s")),
+        Err(err) => Err(format!("{text:?}: {err} (expected e.g. 15m, 2h, 1d)")),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct FlowsArgs {
+    #[command(flatten)]
+    pub filter: FlowFilterArgs,
+    /// Print flows as the aggregator receives them, until Ctrl-C (the live stream: from now on,
+    /// so without --since, --until or --limit)
+    #[arg(long, conflicts_with_all = ["since", "until", "limit", "explain", "id"])]
+    pub follow: bool,
+    /// The most flows listed, newest first (the aggregator's default: 1000; at most 10000)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub limit: Option<u64>,
+    /// Run `policy explain` for one flow and compare it with the trail the data plane recorded:
+    /// the flow numbered N in the # column of the same listing (same filters), or the one
+    /// --id names
+    #[arg(long, value_name = "N", num_args = 0..=1)]
+    pub explain: Option<Option<usize>>,
+    /// Only the flow with this id (the ID column, or "id" in -o json): 16 hex digits
+    #[arg(long, value_name = "ID")]
+    pub id: Option<String>,
+    #[command(flatten)]
+    pub aggregator: FlowsUrl,
+    #[command(flatten)]
+    pub output: ReportOutput,
 }
 
 #[derive(Debug, Subcommand)]
@@ -361,6 +488,35 @@ pub enum PolicyCommand {
     /// policy, profile and rule consulted, and what decided. Reads the live datastore.
     #[command(after_help = help::EXPLAIN_EXAMPLES)]
     Explain(ExplainArgs),
+    /// Before applying a policy change: which endpoint pairs of the live model, and which
+    /// recently observed flows (from the flow aggregator), would change verdict. Reads the
+    /// datastore and the aggregator; writes nothing. The file holds policy, stagedPolicy
+    /// (judged as the policy it would become), profile and tier documents, as apply reads
+    /// them. See docs/observability.md for the probes and the limits
+    #[command(after_help = help::IMPACT_EXAMPLES)]
+    Impact(ImpactArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImpactArgs {
+    /// The documents ('-' for stdin): policy, stagedPolicy, profile and tier, as `apply -f`
+    /// reads them
+    #[arg(short, long)]
+    pub filename: PathBuf,
+    /// The impact of deleting the resources the file names (as `delete -f`) instead of
+    /// applying them
+    #[arg(long)]
+    pub delete: bool,
+    /// How far back the observed flows are read
+    #[arg(long, default_value = "15m", value_name = "DURATION", value_parser = parse_duration_arg)]
+    pub since: std::time::Duration,
+    /// Do not read observed flows (no aggregator is asked)
+    #[arg(long, conflicts_with = "since")]
+    pub no_flows: bool,
+    #[command(flatten)]
+    pub aggregator: FlowsUrl,
+    #[command(flatten)]
+    pub output: ReportOutput,
 }
 
 /// Inbound is traffic to the endpoint (its inbound rules), outbound traffic from it.

@@ -149,3 +149,34 @@ pub const EXPLAIN_EXAMPLES: &str = "Examples:
 pub const SELECTOR_EVAL_EXAMPLES: &str = "Examples:
   echo '{\"selector\": \"role == \\\"db\\\"\", \"labels\": {\"role\": \"db\"}}' | calicoctl selector eval
   # prints: true";
+
+pub const FLOWS_EXAMPLES: &str = "Examples:
+  calicoctl flows                                   # the newest flows (at most 1000) as a table
+  calicoctl flows --action deny --since 10m         # what was denied in the last ten minutes
+  calicoctl flows --policy db-guard --endpoint ns.db -o json
+  calicoctl flows --follow --action deny            # live, until Ctrl-C
+  calicoctl flows --action deny --explain 1         # explain the newest denied flow now
+  calicoctl flows --explain --id 5f3a9c0e12b4d687   # the same flow whichever its place
+  calicoctl flows --flows-url http://10.99.0.1:7480 --since 2026-11-27T15:00:00Z
+
+The aggregator is --flows-url, or CALICO_FLOWS_URL, or http://127.0.0.1:7480. --since and
+--until bound a flow's start time: a duration before now (15m) or an RFC 3339 time.
+--explain reads the datastore (--etcd-endpoints) and says whether `policy explain` agrees with
+the recorded trail; a disagreement is named as a policy changed since, or a bug.
+Exit status: 0 when the flows were listed (none is not an error) or --follow ended by Ctrl-C;
+1 when the aggregator cannot be reached or the stream broke, or the flow to explain is not
+found.";
+
+pub const IMPACT_EXAMPLES: &str = "Examples:
+  calicoctl policy impact -f db-guard.yaml              # before: calicoctl apply -f db-guard.yaml
+  calicoctl policy impact -f old-policy.yaml --delete   # before: calicoctl delete -f old-policy.yaml
+  calicoctl policy impact -f staged.yaml --since 1h     # promoting a staged policy
+  calicoctl policy impact -f db-guard.yaml --no-flows -o json
+
+Prints the endpoint pairs whose verdict changes for representative probes (the protocols and
+ports the old and new rules name, a port no rule names, ICMP echo), then the flows observed in
+the last --since that would change verdict. Writes nothing. The aggregator is --flows-url, or
+CALICO_FLOWS_URL, or http://127.0.0.1:7480; when it cannot be reached, the endpoint pairs are
+still printed and the flows are said not read.
+Exit status: 0 when the impact was computed (whatever it is); 1 when a document is invalid or
+refused (as apply would refuse it) or the datastore cannot be read.";

@@ -5,7 +5,6 @@
 //! | `cli` | the command line (clap), the text of `--help` |
 //! | `help` | the examples at the end of each command's `--help` |
 //! | `diags` | what `calicoctl diags` collects, and its archive |
-//! | `http` | a plain HTTP GET (etcd v2, Felix's health) |
 //! | `connect` | datastore connection from flags and `ETCD_*` variables |
 //! | `commands` | one file per subcommand; each takes a datastore and a writer |
 //! | `v2`, `migrate` | reading etcd v2 (Calico 1.4) and the pure plan of `datastore migrate` |
@@ -17,7 +16,6 @@ pub mod commands;
 pub mod connect;
 pub mod diags;
 pub mod help;
-pub mod http;
 pub mod migrate;
 pub mod resource;
 pub mod v2;
@@ -49,6 +47,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Diags(args) => commands::diags::run(&cli.etcd, &args, &mut out).await,
+        Command::Flows(args) => commands::flows::run(&cli.etcd, &args, &mut out).await,
         Command::Status(args) => match connect::connect(&cli.etcd).await {
             Ok(store) => commands::status::run(Some(store.as_ref()), None, &args, &mut out).await,
             Err(error) => {
@@ -76,6 +75,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Command::Policy {
                     command: PolicyCommand::Explain(args),
                 } => commands::explain::run(store.as_ref(), &args, &mut out).await,
+                Command::Policy {
+                    command: PolicyCommand::Impact(args),
+                } => commands::impact::run(store.as_ref(), &args, &mut out).await,
                 Command::Node {
                     command: cli::NodeCommand::List(output),
                 } => commands::node::list(store.as_ref(), output.output, &mut out).await,
@@ -96,6 +98,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 | Command::Validate(_)
                 | Command::Status(_)
                 | Command::Diags(_)
+                | Command::Flows(_)
                 | Command::Completion { .. } => {
                     unreachable!("handled above")
                 }

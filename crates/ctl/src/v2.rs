@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::http::Client;
+use calico_http::{Client, HttpError};
 
 /// How long one endpoint may take to connect and answer.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -25,8 +25,8 @@ pub struct V2Key {
 pub enum V2Error {
     #[error("invalid v2 endpoint {endpoint:?}: {reason}")]
     Endpoint { endpoint: String, reason: String },
-    #[error("cannot reach etcd v2 at {endpoint}: {reason}")]
-    Unreachable { endpoint: String, reason: String },
+    #[error("cannot reach etcd v2: {0}")]
+    Unreachable(HttpError),
     #[error("etcd v2 at {endpoint} answered {status}: {body} (is etcd started with --enable-v2?)")]
     Status {
         endpoint: String,
@@ -60,7 +60,7 @@ pub async fn read_calico(client: &Client, endpoints: &[String]) -> Result<Vec<V2
     for endpoint in endpoints {
         match read_from(client, endpoint).await {
             Ok(keys) => return Ok(keys),
-            Err(error @ V2Error::Unreachable { .. }) => last = Some(error),
+            Err(error @ V2Error::Unreachable(_)) => last = Some(error),
             Err(error) => return Err(error),
         }
     }
@@ -73,10 +73,12 @@ pub async fn read_calico(client: &Client, endpoints: &[String]) -> Result<Vec<V2
 async fn read_from(client: &Client, endpoint: &str) -> Result<Vec<V2Key>, V2Error> {
     check_endpoint(endpoint)?;
     let path = "/v2/keys/calico?recursive=true&sorted=true";
-    let (status, body) = tokio::time::timeout(TIMEOUT, client.get(endpoint, path))
+    let client = client.clone().with_timeout(TIMEOUT);
+    let answer = client
+        .get(endpoint, path)
         .await
-        .map_err(|_| unreachable(endpoint, format!("no answer within {TIMEOUT:?}")))?
-        .map_err(|reason| unreachable(endpoint, reason))?;
+        .map_err(V2Error::Unreachable)?;
+    let (status, body) = (answer.status, answer.body);
     // 404 with errorCode 100: no /calico directory, an empty Calico datastore.
     if status == 404 && body.contains("\"errorCode\":100") {
         return Ok(Vec::new());
@@ -110,13 +112,6 @@ fn check_endpoint(endpoint: &str) -> Result<(), V2Error> {
             endpoint: endpoint.to_owned(),
             reason: "expected http://HOST:PORT or https://HOST:PORT".to_owned(),
         }),
-    }
-}
-
-fn unreachable(endpoint: &str, reason: String) -> V2Error {
-    V2Error::Unreachable {
-        endpoint: endpoint.to_owned(),
-        reason,
     }
 }
 

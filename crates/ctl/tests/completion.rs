@@ -86,3 +86,61 @@ fn bash_completion_offers_kinds_after_get_and_delete() {
     );
     assert_eq!(complete(&script, &["calicoctl", "delete", "ipP"]), "ipPool");
 }
+
+/// `calicoctl flows` and `policy impact` complete, with their flags and values.
+#[test]
+fn bash_completion_offers_flows_and_policy_impact() {
+    require_tool("bash");
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let out = Command::new(env!("CARGO_BIN_EXE_calicoctl"))
+        .args(["completion", "bash"])
+        .output()
+        .expect("calicoctl runs");
+    assert!(out.status.success());
+    let script = dir.path().join("calicoctl.bash");
+    std::fs::write(&script, &out.stdout).expect("script written");
+    let script = script.to_string_lossy();
+    assert_eq!(complete(&script, &["calicoctl", "flo"]), "flows");
+    assert_eq!(complete(&script, &["calicoctl", "policy", "im"]), "impact");
+    let flags = complete(&script, &["calicoctl", "flows", "--"]);
+    for flag in [
+        "--follow",
+        "--explain",
+        "--id",
+        "--endpoint",
+        "--profile",
+        "--tier",
+        "--policy",
+        "--action",
+        "--reporter",
+        "--direction",
+        "--since",
+        "--until",
+        "--limit",
+        "--flows-url",
+        "--output",
+    ] {
+        assert!(
+            flags.split(' ').any(|f| f == flag),
+            "{flag} not offered: {flags}"
+        );
+    }
+    assert_eq!(
+        complete(&script, &["calicoctl", "flows", "--action", "d"]),
+        "deny"
+    );
+    let impact = complete(&script, &["calicoctl", "policy", "impact", "--"]);
+    for flag in [
+        "--filename",
+        "--delete",
+        "--since",
+        "--no-flows",
+        "--flows-url",
+        "--output",
+    ] {
+        assert!(
+            impact.split(' ').any(|f| f == flag),
+            "{flag} not offered: {impact}"
+        );
+    }
+}

@@ -4,10 +4,13 @@
 //! baseline) and nftables. Then, many times each: one policy edit, one set member added (a
 //! remote endpoint joining one set), one local endpoint added. For each it prints the time
 //! `apply` takes (median, p99, max) and what it wrote (bytes of `iptables-restore` and `ipset
-//! restore` input; operations of the nf_tables transaction), next to a full sync.
+//! restore` input; operations of the nf_tables transaction), next to a full sync, and a
+//! restart with everything in place: a new dataplane's full sync, which reads the kernel back,
+//! renders everything and writes nothing.
 //!
 //! Run as root: `cargo run --release -p calico-dataplane --example apply_bench`
-//! (`APPLY_BENCH_BACKENDS=nftables` for one backend only).
+//! (`APPLY_BENCH_BACKENDS=nftables` for one backend only, `APPLY_BENCH_SAMPLES` for another
+//! number of samples of each change than 200).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,7 +28,7 @@ const SETS: usize = 200;
 const MEMBERS: usize = 1000;
 const POLICIES: usize = 200;
 const RULES_PER_POLICY: usize = 15;
-const SAMPLES: usize = 50;
+const SAMPLES: usize = 200;
 
 /// Counts the bytes written through the firewall seams.
 #[derive(Debug, Clone)]
@@ -182,6 +185,11 @@ impl Plane {
         }
     }
 
+    /// A new dataplane of the same backend on the same kernel (a restarted Felix).
+    fn restarted(&self, netns: &Netns) -> Plane {
+        Plane::new(matches!(self, Plane::Nftables(..)), netns)
+    }
+
     fn unit(&self) -> &'static str {
         match self {
             Plane::Iptables(..) => "bytes",
@@ -222,7 +230,18 @@ fn calculator() -> (Calculator, usize) {
     (calc, remotes)
 }
 
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
 fn main() {
+    let samples = std::env::var("APPLY_BENCH_SAMPLES")
+        .ok()
+        .map_or(SAMPLES, |v| {
+            v.parse().expect("APPLY_BENCH_SAMPLES is a number")
+        });
     println!(
         "| {LOCAL} local endpoints, {SETS} sets × {MEMBERS} members, {} rules | backend | median | p99 | max | written (median) |",
         POLICIES * RULES_PER_POLICY
@@ -242,7 +261,8 @@ fn main() {
         let state = calc.state();
         let members: usize = state.ipsets.values().map(|s| s.members.len()).sum();
         eprintln!(
-            "{backend}: {} endpoints local, {} sets with {members} members, {} policies; full sync ...",
+            "{backend} (load average {}): {} endpoints local, {} sets with {members} members, {} policies; full sync ...",
+            load_average(),
             state.endpoints.len(),
             state.ipsets.len(),
             state.policies.len()
@@ -254,15 +274,31 @@ fn main() {
         let unit = plane.unit();
         println!("| full sync | {backend} | {sync_ms:.1} ms | | | {full} {unit} |");
         if !nftables {
-            floors = iptables_floor(&netns);
+            floors = iptables_floor(&netns, samples);
         }
+        let mut restarts = Vec::new();
+        for _ in 0..5 {
+            let mut fresh = plane.restarted(&netns);
+            let started = Instant::now();
+            fresh.sync(state);
+            restarts.push(started.elapsed().as_secs_f64() * 1e3);
+            assert_eq!(
+                fresh.take_written(),
+                0,
+                "a restart in place wrote something"
+            );
+        }
+        let (median, p99, max) = stats(restarts);
+        println!(
+            "| restart in place: a new dataplane's full sync (5 samples) | {backend} | {median:.1} ms | {p99:.1} ms | {max:.1} ms | 0 {unit} |"
+        );
         for change in [
             "one policy edit",
             "one set member added",
             "one local endpoint added",
         ] {
             let (mut times, mut written) = (Vec::new(), Vec::new());
-            for s in 0..SAMPLES {
+            for s in 0..samples {
                 match change {
                     "one policy edit" => {
                         let (key, value) = policy(s % POLICIES, 2000 + s);
@@ -296,14 +332,19 @@ fn main() {
     for row in floors {
         println!("{row}");
     }
+    println!();
+    println!(
+        "{samples} samples of each change; load average at the end {}.",
+        load_average()
+    );
 }
 
 /// The iptables tools' fixed cost at this size: a restore that changes nothing still loads the
 /// table.
-fn iptables_floor(netns: &Netns) -> Vec<String> {
+fn iptables_floor(netns: &Netns, samples: usize) -> Vec<String> {
     let tables = Iptables::new(netns.clone());
     let time = |input: &str| -> Vec<f64> {
-        (0..SAMPLES)
+        (0..samples)
             .map(|_| {
                 let started = Instant::now();
                 tables.restore(Family::V4, input).unwrap();

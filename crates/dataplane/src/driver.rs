@@ -4,7 +4,9 @@
 //! - [`Dataplane::sync`] (start-up, and after a failure) makes everything Calico owns match
 //!   the state exactly: it reloads every set and chain atomically per table, with no flush of
 //!   the kernel chains and no moment without policy, deletes `cali-` chains and `cali4-`/`cali6-`
-//!   sets nothing needs, and puts the kernel chains' jumps back if someone removed them.
+//!   sets nothing needs, and puts the kernel chains' jumps back if someone removed them. Like
+//!   routing (`crate::routing`) it runs in three steps: read the kernel ([`KernelReader`]),
+//!   plan (a [`SyncPlan`]: what differs from the state, no I/O), execute the plan in order.
 //! - [`Dataplane::apply`] applies one batch of the calculator's changes: only the sets and chains
 //!   they touch.
 //! - [`Dataplane::reader`] and [`Dataplane::repair_drift`] (the periodic check): the kernel is
@@ -22,14 +24,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use calico_calc::{Changes, DesiredState};
 use calico_linux::{CommandError, Family, FirewallTables, IpSets, Ipset, Iptables, Netns};
 
-use crate::drift::{
-    KernelReader, KernelSnapshot, Ledger, TABLES, normal_member, parse_saved_chains,
-};
+use crate::drift::{KernelReader, KernelSnapshot, Ledger, TABLES, normal_member};
 use crate::render::config::RenderConfig;
 use crate::render::{
-    FilterTable, IpVersion, all_pools_set, ipset_members, ipset_name, kernel_jumps,
-    masquerade_pools_set, render_ipset_delta, render_ipset_updates, render_nat, render_pool_ipsets,
-    render_raw,
+    Chain, FilterTable, IpVersion, all_pools_set, ipset_members, ipset_name, kernel_jumps,
+    masquerade_pools_set, nat_chains, raw_chains, render_ipset_delta, render_ipset_updates,
+    render_pool_ipsets, restore_input,
 };
 use crate::stamp;
 
@@ -103,18 +103,12 @@ impl Kernel {
         self.iptables.restore(family, &text)
     }
 
-    /// Puts back the kernel chains' jumps to our chains (those `in_place` says a read found are
-    /// not asked about again); returns the ones it inserted.
-    fn ensure_jumps(
-        &self,
-        family: Family,
-        in_place: impl Fn(&str, &str, &str) -> bool,
-    ) -> Result<Vec<String>, CommandError> {
+    /// Puts back the kernel chains' jumps `missing` (a read did not find them); returns the
+    /// ones it inserted.
+    fn ensure_jumps(&self, family: Family, missing: &[Jump]) -> Result<Vec<String>, CommandError> {
         let mut inserted = Vec::new();
-        for (table, chain, target) in kernel_jumps() {
-            if !in_place(table, chain, target)
-                && self.iptables.ensure_jump(family, table, chain, target)?
-            {
+        for &(table, chain, target) in missing {
+            if self.iptables.ensure_jump(family, table, chain, target)? {
                 inserted.push(format!("{family:?} {table} {chain} -> {target}"));
             }
         }
@@ -179,6 +173,15 @@ impl Plane {
     ) -> String {
         self.remember_sets(state, ids.clone());
         render_ipset_updates(state, self.version, ids)
+    }
+
+    /// The chains of `table` as last rendered: name → rules.
+    fn chains(&self, table: &str) -> BTreeMap<&str, &[String]> {
+        match table {
+            "filter" => self.filter.chains(),
+            "nat" => as_slices(&self.nat),
+            _ => as_slices(&self.raw),
+        }
     }
 
     /// Notes the sets `ids` as holding the state's members (or gone, for those the state does
@@ -258,8 +261,16 @@ impl Dataplane {
     /// nothing needs go, and the kernel chains' jumps are put back.
     pub fn sync(&mut self, state: &DesiredState) -> Result<Repairs, CommandError> {
         let snapshot = self.reader().read()?;
-        let mut repairs = Repairs::default();
+        let plan = self.plan_sync(state, &snapshot);
+        self.execute_sync(plan)
+    }
+
+    /// What a full sync writes to take the kernel of `snapshot` to `state`: sets and chains not
+    /// already as they would be written, `cali-` chains and sets nothing needs, jumps missing.
+    /// No kernel I/O; the planes are left remembering `state` as written.
+    pub fn plan_sync(&mut self, state: &DesiredState, snapshot: &KernelSnapshot) -> SyncPlan {
         let desired = desired_sets(state);
+        let mut plan = SyncPlan::default();
         for plane in &mut self.planes {
             let version = plane.version;
             let prefix = ipset_name(version, "");
@@ -267,83 +278,88 @@ impl Dataplane {
                 .ipsets
                 .keys()
                 .filter(|id| {
-                    let name = format!("{prefix}{id}");
-                    !snapshot.set_holds(&name, &desired[&name])
+                    !snapshot
+                        .set_holds(&format!("{prefix}{id}"), &desired[&format!("{prefix}{id}")])
                 })
                 .map(String::as_str)
                 .collect();
             // After this sync every set holds the state's members: those already right, and
-            // those rebuilt below.
+            // those rebuilt.
             plane.sets.clear();
             plane.remember_sets(state, state.ipsets.keys().map(String::as_str));
-            self.kernel.restore_sets(&render_ipset_updates(
-                state,
-                version,
-                rebuild.iter().copied(),
-            ))?;
-            repairs.written_sets += rebuild.len();
+            let mut sets = render_ipset_updates(state, version, rebuild.iter().copied());
+            let mut sets_written = rebuild.len();
             let pools = [all_pools_set(version), masquerade_pools_set(version)];
             if pools
                 .iter()
                 .any(|p| !snapshot.set_holds(p, &desired[p.as_str()]))
             {
-                self.kernel
-                    .restore_sets(&render_pool_ipsets(state, version))?;
-                repairs.written_sets += 2;
+                sets.push_str(&render_pool_ipsets(state, version));
+                sets_written += 2;
             }
+            plane.filter.rerender(state);
+            plane.nat = chain_map(nat_chains(state, &self.config, version));
+            plane.raw = chain_map(raw_chains(state, &self.config, version));
+            let tables = TABLES
+                .into_iter()
+                .map(|table| plan_table(snapshot, plane.family, table, plane.chains(table)))
+                .collect();
+            plan.planes.push(PlaneSync {
+                family: plane.family,
+                sets,
+                sets_written,
+                tables,
+                jumps: missing_jumps(snapshot, plane.family),
+            });
         }
-        for plane in &mut self.planes {
-            let family = plane.family;
-            plane.filter.render_all(state);
-            plane.nat = parse_saved_chains(&render_nat(state, &self.config, plane.version));
-            plane.raw = parse_saved_chains(&render_raw(state, &self.config, plane.version));
-            for table in TABLES {
-                let chains: BTreeMap<&str, &[String]> = match table {
-                    "filter" => plane.filter.chains(),
-                    "nat" => as_slices(&plane.nat),
-                    _ => as_slices(&plane.raw),
-                };
-                let (held, write): (Vec<_>, Vec<_>) = chains
-                    .iter()
-                    .map(|(n, r)| (*n, *r))
-                    .partition(|(name, rules)| {
-                        let saved = snapshot.rules(family, table, name).unwrap_or_default();
-                        stamp::holds(saved, rules)
-                    });
-                let stale: Vec<String> = snapshot
-                    .chain_names(family, table)
-                    .into_iter()
-                    .filter(|name| name.starts_with("cali-") && !chains.contains_key(name))
-                    .map(str::to_owned)
-                    .collect();
-                let script = restore_script(table, &write, &stale);
-                self.kernel.restore_tables(family, &script)?;
-                let held = held.into_iter().map(|(name, _)| {
-                    let saved = snapshot.rules(family, table, name).unwrap_or_default();
-                    (name, saved)
-                });
-                self.kernel.ledger.adopt(family, table, held);
-                repairs.written_chains += write.len();
-                repairs.stale_chains.extend(stale);
-            }
-            let in_place = |table: &str, chain: &str, target: &str| {
-                let rules = snapshot.rules(family, table, chain).unwrap_or_default();
-                rules.iter().any(|rule| *rule == format!("-j {target}"))
-            };
-            repairs
-                .jumps
-                .extend(self.kernel.ensure_jumps(family, in_place)?);
-        }
-        let stale: Vec<String> = snapshot
+        plan.stale_sets = snapshot
             .set_names()
             .filter(|n| {
                 (n.starts_with("cali4") || n.starts_with("cali6")) && !desired.contains_key(*n)
             })
             .map(str::to_owned)
             .collect();
-        let script: String = stale.iter().map(|n| format!("destroy {n}\n")).collect();
+        plan
+    }
+
+    /// Writes a [`SyncPlan`]: every plane's sets first (rules may use them), then each table's
+    /// chains and the jumps, and last the sets nothing needs.
+    fn execute_sync(&mut self, plan: SyncPlan) -> Result<Repairs, CommandError> {
+        let mut repairs = Repairs::default();
+        for plane in &plan.planes {
+            self.kernel.restore_sets(&plane.sets)?;
+            repairs.written_sets += plane.sets_written;
+        }
+        for plane in plan.planes {
+            let family = plane.family;
+            for table in plane.tables {
+                let write: Vec<(&str, &[String])> = table
+                    .write
+                    .iter()
+                    .map(|(name, rules)| (name.as_str(), rules.as_slice()))
+                    .collect();
+                let stale: Vec<&str> = table.stale.iter().map(String::as_str).collect();
+                let script = restore_input(table.table, &write, &stale);
+                self.kernel.restore_tables(family, &script)?;
+                let held = table
+                    .held
+                    .iter()
+                    .map(|(name, saved)| (name.as_str(), saved.as_slice()));
+                self.kernel.ledger.adopt(family, table.table, held);
+                repairs.written_chains += table.write.len();
+                repairs.stale_chains.extend(table.stale);
+            }
+            repairs
+                .jumps
+                .extend(self.kernel.ensure_jumps(family, &plane.jumps)?);
+        }
+        let script: String = plan
+            .stale_sets
+            .iter()
+            .map(|n| format!("destroy {n}\n"))
+            .collect();
         self.kernel.restore_sets(&script)?;
-        repairs.stale_sets = stale;
+        repairs.stale_sets = plan.stale_sets;
         Ok(repairs)
     }
 
@@ -366,13 +382,13 @@ impl Dataplane {
             // proportion to the size of the tables it loads, whatever it changes.
             let mut script = plane.filter.render_changes(state, changes);
             if raw_touched {
-                let raw = render_raw(state, &self.config, version);
-                script.push_str(&table_delta("raw", &mut plane.raw, &raw));
+                let raw = chain_map(raw_chains(state, &self.config, version));
+                script.push_str(&table_delta("raw", &mut plane.raw, raw));
             }
             // The nat table holds the endpoints' NAT mappings.
             if !changes.endpoints.is_empty() {
-                let nat = render_nat(state, &self.config, version);
-                script.push_str(&table_delta("nat", &mut plane.nat, &nat));
+                let nat = chain_map(nat_chains(state, &self.config, version));
+                script.push_str(&table_delta("nat", &mut plane.nat, nat));
             }
             kernel.restore_tables(family, &script)?;
             kernel.restore_sets(&plane.rebuild_sets(state, removed.iter().copied()))?;
@@ -419,19 +435,15 @@ impl Dataplane {
         repairs.drifted_sets = sets.drifted;
         for plane in &self.planes {
             let (family, version) = (plane.family, plane.version);
+            // What the tables should hold now: the filter table as last rendered, nat and raw
+            // from the state (they are small and rendered whole).
+            let nat = chain_map(nat_chains(state, &self.config, version));
+            let raw = chain_map(raw_chains(state, &self.config, version));
             for table in TABLES {
-                let rendered = match table {
-                    "filter" => None,
-                    "nat" => Some(render_nat(state, &self.config, version)),
-                    _ => Some(render_raw(state, &self.config, version)),
-                };
-                let parsed = rendered.as_deref().map(parse_saved_chains);
-                let chains: BTreeMap<&str, &[String]> = match &parsed {
-                    None => plane.filter.chains(),
-                    Some(parsed) => parsed
-                        .iter()
-                        .map(|(name, rules)| (name.as_str(), rules.as_slice()))
-                        .collect(),
+                let chains = match table {
+                    "filter" => plane.filter.chains(),
+                    "nat" => as_slices(&nat),
+                    _ => as_slices(&raw),
                 };
                 let names: BTreeSet<&str> = chains.keys().copied().collect();
                 let drift = self
@@ -443,7 +455,8 @@ impl Dataplane {
                     .iter()
                     .map(|name| (name.as_str(), chains[name.as_str()]))
                     .collect();
-                let script = restore_script(table, &rewrite, &drift.stale);
+                let stale: Vec<&str> = drift.stale.iter().map(String::as_str).collect();
+                let script = restore_input(table, &rewrite, &stale);
                 self.kernel.restore_tables(family, &script)?;
                 let named = |name: &String| format!("{family:?} {table} {name}");
                 repairs
@@ -451,13 +464,10 @@ impl Dataplane {
                     .extend(drift.drifted.iter().map(named));
                 repairs.stale_chains.extend(drift.stale);
             }
-            let in_place = |table: &str, chain: &str, target: &str| {
-                let rules = snapshot.rules(family, table, chain).unwrap_or_default();
-                rules.iter().any(|rule| *rule == format!("-j {target}"))
-            };
-            repairs
-                .jumps
-                .extend(self.kernel.ensure_jumps(family, in_place)?);
+            repairs.jumps.extend(
+                self.kernel
+                    .ensure_jumps(family, &missing_jumps(snapshot, family))?,
+            );
         }
         let script: String = sets
             .stale
@@ -499,50 +509,124 @@ fn desired_sets(state: &DesiredState) -> BTreeMap<String, BTreeSet<String>> {
     sets
 }
 
-/// Restore input for `table` that takes it from the chains `written` (as last written) to those
-/// `rendered` declares: only the chains that differ are rewritten, those gone are deleted.
-/// `written` becomes the rendered chains.
-fn table_delta(table: &str, written: &mut BTreeMap<String, Vec<String>>, rendered: &str) -> String {
-    let new = parse_saved_chains(rendered);
-    let changed: Vec<(&str, &[String])> = new
+/// Restore input for `table` that takes it from the chains `written` (as last written) to
+/// `rendered`: only the chains that differ are rewritten, those gone are deleted. `written`
+/// becomes `rendered`.
+fn table_delta(
+    table: &str,
+    written: &mut BTreeMap<String, Vec<String>>,
+    rendered: BTreeMap<String, Vec<String>>,
+) -> String {
+    let changed: Vec<(&str, &[String])> = rendered
         .iter()
         .filter(|(name, rules)| written.get(*name) != Some(*rules))
         .map(|(name, rules)| (name.as_str(), rules.as_slice()))
         .collect();
-    let removed: Vec<String> = written
+    let removed: Vec<&str> = written
         .keys()
-        .filter(|name| !new.contains_key(*name))
-        .cloned()
+        .map(String::as_str)
+        .filter(|name| !rendered.contains_key(*name))
         .collect();
-    let script = restore_script(table, &changed, &removed);
-    *written = new;
+    let script = restore_input(table, &changed, &removed);
+    *written = rendered;
     script
 }
 
-/// Restore input that declares (flushes) and refills `chains`, then deletes `removed`
-/// (declared first, so they are empty, and deleted last, once nothing refers to them).
-fn restore_script(table: &str, chains: &[(&str, &[String])], removed: &[String]) -> String {
-    if chains.is_empty() && removed.is_empty() {
-        return String::new();
-    }
-    let mut script = format!("*{table}\n");
-    for name in chains
-        .iter()
-        .map(|(name, _)| *name)
-        .chain(removed.iter().map(String::as_str))
-    {
-        script.push_str(&format!(":{name} - [0:0]\n"));
-    }
-    for (name, rules) in chains {
-        for rule in *rules {
-            script.push_str(&format!("-A {name} {rule}\n"));
+/// Chains by name.
+fn chain_map(chains: Vec<Chain>) -> BTreeMap<String, Vec<String>> {
+    chains.into_iter().map(|c| (c.name, c.rules)).collect()
+}
+
+/// A kernel chain's jump to one of ours: (table, kernel chain, our chain).
+type Jump = (&'static str, &'static str, &'static str);
+
+/// The jumps `snapshot` does not show in place for `family`.
+fn missing_jumps(snapshot: &KernelSnapshot, family: Family) -> Vec<Jump> {
+    kernel_jumps()
+        .into_iter()
+        .filter(|(table, chain, target)| {
+            let rules = snapshot.rules(family, table, chain).unwrap_or_default();
+            !rules.iter().any(|rule| *rule == format!("-j {target}"))
+        })
+        .collect()
+}
+
+/// One table's part of a [`SyncPlan`].
+fn plan_table(
+    snapshot: &KernelSnapshot,
+    family: Family,
+    table: &'static str,
+    chains: BTreeMap<&str, &[String]>,
+) -> TableSync {
+    let mut plan = TableSync {
+        table,
+        write: Vec::new(),
+        stale: Vec::new(),
+        held: Vec::new(),
+    };
+    for (name, rules) in &chains {
+        let saved = snapshot.rules(family, table, name).unwrap_or_default();
+        if stamp::holds(saved, rules) {
+            plan.held.push(((*name).to_owned(), saved.to_vec()));
+        } else {
+            plan.write.push(((*name).to_owned(), rules.to_vec()));
         }
     }
-    for name in removed {
-        script.push_str(&format!("-X {name}\n"));
+    plan.stale = snapshot
+        .chain_names(family, table)
+        .into_iter()
+        .filter(|name| name.starts_with("cali-") && !chains.contains_key(name))
+        .map(str::to_owned)
+        .collect();
+    plan
+}
+
+/// What [`Dataplane::sync`] writes, from a read of the kernel ([`Dataplane::plan_sync`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncPlan {
+    /// Per IP version, in the order written.
+    pub planes: Vec<PlaneSync>,
+    /// `cali4`/`cali6` sets nothing needs: destroyed last.
+    pub stale_sets: Vec<String>,
+}
+
+impl SyncPlan {
+    /// Whether executing it writes nothing (a restart with everything in place).
+    pub fn is_empty(&self) -> bool {
+        self.stale_sets.is_empty()
+            && self.planes.iter().all(|p| {
+                p.sets.is_empty()
+                    && p.jumps.is_empty()
+                    && p.tables
+                        .iter()
+                        .all(|t| t.write.is_empty() && t.stale.is_empty())
+            })
     }
-    script.push_str("COMMIT\n");
-    script
+}
+
+/// One IP version's part of a [`SyncPlan`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlaneSync {
+    pub family: Family,
+    /// `ipset restore` input: the sets that do not hold the state's members, rebuilt.
+    pub sets: String,
+    pub sets_written: usize,
+    /// filter, nat, raw.
+    pub tables: Vec<TableSync>,
+    /// The kernel chains' jumps a read did not find.
+    pub jumps: Vec<Jump>,
+}
+
+/// One table's part of a [`SyncPlan`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSync {
+    pub table: &'static str,
+    /// Chains not already as they would be written (stamp and rule count): rewritten.
+    pub write: Vec<(String, Vec<String>)>,
+    /// `cali-` chains nothing needs: deleted.
+    pub stale: Vec<String>,
+    /// Chains already in place, with their saved rules (the ledger adopts them).
+    pub held: Vec<(String, Vec<String>)>,
 }
 
 fn as_slices(chains: &BTreeMap<String, Vec<String>>) -> BTreeMap<&str, &[String]> {

@@ -61,6 +61,45 @@ pub enum Step {
     NoProfileMatched,
 }
 
+/// Whose rule it is, for both renderers: in a profile, `next-tier` means allow; a staged
+/// policy's rule only logs.
+#[derive(Debug, Clone, Copy)]
+pub enum RuleOwner<'a> {
+    Policy { tier: &'a str, name: &'a str },
+    StagedPolicy { tier: &'a str, name: &'a str },
+    Profile(&'a str),
+}
+
+impl RuleOwner<'_> {
+    pub fn is_profile(self) -> bool {
+        matches!(self, RuleOwner::Profile(_))
+    }
+
+    pub fn is_staged(self) -> bool {
+        matches!(self, RuleOwner::StagedPolicy { .. })
+    }
+
+    /// The step its rule `rule` (0-based in its direction) is in the flow logs.
+    pub fn step(self, rule: u32) -> Step {
+        match self {
+            RuleOwner::Policy { tier, name } => Step::Policy {
+                tier: tier.to_owned(),
+                name: name.to_owned(),
+                rule,
+            },
+            RuleOwner::StagedPolicy { tier, name } => Step::StagedPolicy {
+                tier: tier.to_owned(),
+                name: name.to_owned(),
+                rule,
+            },
+            RuleOwner::Profile(name) => Step::Profile {
+                name: name.to_owned(),
+                rule,
+            },
+        }
+    }
+}
+
 /// One logged step: the step, its action, and whether it was the endpoint's inbound
 /// evaluation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -101,12 +140,13 @@ pub fn prefix(step: &Step, action: StepAction, inbound: bool) -> String {
     format!("{a}{d}|{kind}{id}|{rule}")
 }
 
-/// Turns prefixes back into steps, knowing the names of the policies, tiers and profiles in
-/// the desired state (a prefix whose hash names nothing known, e.g. of a policy deleted since,
-/// decodes to `None`).
+/// Turns prefixes back into steps, knowing the names of the policies, staged policies, tiers
+/// and profiles in the desired state (a prefix whose hash names nothing known, e.g. of a
+/// policy deleted since, decodes to `None`).
 #[derive(Debug, Default)]
 pub struct Decoder {
     policies: HashMap<u64, (String, String)>,
+    staged: HashMap<u64, (String, String)>,
     tiers: HashMap<u64, String>,
     profiles: HashMap<u64, String>,
 }
@@ -118,6 +158,9 @@ impl Decoder {
         let mut decoder = Decoder::default();
         for id in state.policies.keys() {
             decoder.add_policy(&id.tier, &id.name);
+        }
+        for id in state.staged_policies.keys() {
+            decoder.add_staged_policy(&id.tier, &id.name);
         }
         for program in state.endpoints.values() {
             for tier in program.tiers.iter().chain(&program.untracked_tiers) {
@@ -137,6 +180,12 @@ impl Decoder {
         let key = hash(&format!("{tier}/{name}"));
         self.policies
             .insert(key, (tier.to_owned(), name.to_owned()));
+        self.tiers.insert(hash(tier), tier.to_owned());
+    }
+
+    pub fn add_staged_policy(&mut self, tier: &str, name: &str) {
+        let key = hash(&format!("{tier}/{name}"));
+        self.staged.insert(key, (tier.to_owned(), name.to_owned()));
         self.tiers.insert(hash(tier), tier.to_owned());
     }
 
@@ -161,14 +210,15 @@ impl Decoder {
         let id = || u64::from_str_radix(step.get(1..)?, 16).ok();
         let rule = || rule.parse::<u32>().ok();
         let step = match kind {
-            'p' | 's' => {
+            'p' => {
                 let (tier, name) = self.policies.get(&id()?)?.clone();
                 let rule = rule()?;
-                if kind == 'p' {
-                    Step::Policy { tier, name, rule }
-                } else {
-                    Step::StagedPolicy { tier, name, rule }
-                }
+                Step::Policy { tier, name, rule }
+            }
+            's' => {
+                let (tier, name) = self.staged.get(&id()?)?.clone();
+                let rule = rule()?;
+                Step::StagedPolicy { tier, name, rule }
             }
             't' => Step::EndOfTier {
                 tier: self.tiers.get(&id()?)?.clone(),
@@ -200,6 +250,7 @@ mod tests {
         let long = "x".repeat(253);
         let mut decoder = Decoder::default();
         decoder.add_policy(&long, &long);
+        decoder.add_staged_policy("default", "lockdown");
         decoder.profiles.insert(hash("web"), "web".to_owned());
         let steps = [
             (
@@ -225,6 +276,15 @@ mod tests {
                 true,
             ),
             (Step::NoProfileMatched, StepAction::Deny, false),
+            (
+                Step::StagedPolicy {
+                    tier: "default".to_owned(),
+                    name: "lockdown".to_owned(),
+                    rule: 0,
+                },
+                StepAction::Deny,
+                true,
+            ),
         ];
         for (step, action, inbound) in steps {
             let text = prefix(&step, action, inbound);
@@ -245,5 +305,15 @@ mod tests {
             "unknown policy"
         );
         assert_eq!(decoder.decode("calico-drop: "), None, "not ours");
+        let staged = Step::StagedPolicy {
+            tier: long.clone(),
+            name: long.clone(),
+            rule: 0,
+        };
+        assert_eq!(
+            decoder.decode(&prefix(&staged, StepAction::Deny, true)),
+            None,
+            "a policy's name is not a staged policy's"
+        );
     }
 }

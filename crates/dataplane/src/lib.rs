@@ -17,7 +17,7 @@ pub use backend::{
     Backend, BackendKind, BackendReader, BackendSnapshot, DataplaneError, remove_iptables,
 };
 pub use drift::{KernelReader, KernelSnapshot};
-pub use driver::{Dataplane, Repairs, Written};
+pub use driver::{Dataplane, PlaneSync, Repairs, SyncPlan, TableSync, Written};
 pub use ipip::{Ipip, IpipChanges, IpipPlan};
 pub use nft::{NftDataplane, calico_table};
 pub use render::config::{

@@ -21,6 +21,7 @@ use calico_linux::{
     ConntrackError, Family, Neighbour, Netlink, NetlinkError, Netns, Route, SysctlError,
     flush_conntrack, get_sysctl, set_sysctl, workload_interface_sysctls,
 };
+use calico_model::MacAddr;
 use ipnet::IpNet;
 
 use crate::render::config::InterfacePrefixes;
@@ -155,12 +156,6 @@ impl RoutingPlan {
             Some(name) => (*name).to_owned(),
             None => format!("if{index}"),
         };
-        let mac = |m: [u8; 6]| {
-            m.iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<Vec<_>>()
-                .join(":")
-        };
         let mut lines = Vec::new();
         let sysctls = self
             .forwarding
@@ -190,7 +185,7 @@ impl RoutingPlan {
                 lines.push(format!(
                     "neighbour {verb} {} lladdr {} dev {}",
                     n.ip,
-                    mac(n.mac),
+                    MacAddr(n.mac),
                     dev(n.ifindex)
                 ));
             }

@@ -464,6 +464,41 @@ fn in_memory_restart_runs_no_restore() {
     assert!(kernel.log().is_empty(), "{:?}", kernel.log());
 }
 
+/// The sync's plan is a value: read, plan, execute. Planning against a kernel where someone
+/// edited a nat chain and removed a raw jump writes nothing by itself, and names exactly that
+/// chain and that jump; against a kernel already in place it is empty.
+#[test]
+fn in_memory_sync_plans_before_it_writes() {
+    let calc = calculator();
+    let kernel = FakeKernel::new();
+    let mut dataplane = in_memory(&kernel);
+    dataplane.sync(calc.state()).unwrap();
+    let snapshot = dataplane.reader().read().unwrap();
+    assert!(dataplane.plan_sync(calc.state(), &snapshot).is_empty());
+
+    let drift =
+        "*nat\n-I cali-POSTROUTING 1 -j ACCEPT\nCOMMIT\n*raw\n-D OUTPUT -j cali-OUTPUT\nCOMMIT\n";
+    FirewallTables::restore(&kernel, Family::V4, drift).unwrap();
+    let snapshot = dataplane.reader().read().unwrap();
+    kernel.clear_log();
+    let plan = dataplane.plan_sync(calc.state(), &snapshot);
+    assert!(kernel.log().is_empty(), "planning writes nothing");
+    let v4 = &plan.planes[0];
+    let written: Vec<(&str, &str)> = v4
+        .tables
+        .iter()
+        .flat_map(|t| {
+            t.write
+                .iter()
+                .map(move |(name, _)| (t.table, name.as_str()))
+        })
+        .collect();
+    assert_eq!(written, [("nat", "cali-POSTROUTING")]);
+    assert_eq!(v4.jumps, [("raw", "OUTPUT", "cali-OUTPUT")]);
+    assert!(plan.planes[1].tables.iter().all(|t| t.write.is_empty()));
+    assert_eq!(v4.sets, "", "every set already holds its members");
+}
+
 fn in_memory(kernel: &FakeKernel) -> Dataplane {
     Dataplane::with_kernel(
         Box::new(kernel.clone()),

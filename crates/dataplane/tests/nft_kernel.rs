@@ -49,7 +49,9 @@ fn flow_log_statements_load_and_name_their_step() {
     };
     let nft = Box::new(Nft::new(Netns::named(ns.name()), calico_table()));
     let mut dataplane = NftDataplane::with_kernel(nft, config);
-    dataplane.sync(calc.state()).expect("the kernel takes the logging rules");
+    dataplane
+        .sync(calc.state())
+        .expect("the kernel takes the logging rules");
     let listed = ns.run_ok("nft", &["list", "table", "inet", "calico"], "");
     let decoder = calico_dataplane::flowlog::Decoder::of(calc.state());
     let group = calico_dataplane::flowlog::NFLOG_GROUP;
@@ -59,11 +61,18 @@ fn flow_log_statements_load_and_name_their_step() {
         .collect();
     assert!(logged.len() > 10, "{listed}");
     for line in &logged {
-        let prefix = line.split("log prefix \"").nth(1).unwrap().split('"').next().unwrap();
+        let prefix = line
+            .split("log prefix \"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
         assert!(decoder.decode(prefix).is_some(), "{prefix} in {line}");
     }
     assert!(
-        logged.iter().any(|l| l.contains("end of tier")) && logged.iter().any(|l| l.contains("no profile matched")),
+        logged.iter().any(|l| l.contains("end of tier"))
+            && logged.iter().any(|l| l.contains("no profile matched")),
         "{listed}"
     );
 }

@@ -17,6 +17,9 @@ use futures::stream::{self, StreamExt};
 use crate::watch::{self, Break, ChangeStream, Source, Start, Watch, WatchEvent};
 use crate::{Compare, Datastore, DatastoreError, Expect, KvPair, TxnOp};
 
+/// The etcd endpoints when neither a flag nor `ETCD_ENDPOINTS` names any.
+pub const DEFAULT_ENDPOINTS: &str = "http://127.0.0.1:2379";
+
 /// How to reach etcd.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EtcdConfig {
@@ -37,7 +40,7 @@ pub struct EtcdConfig {
 impl Default for EtcdConfig {
     fn default() -> Self {
         EtcdConfig {
-            endpoints: vec![crate::DEFAULT_ENDPOINTS.to_owned()],
+            endpoints: vec![DEFAULT_ENDPOINTS.to_owned()],
             ca_file: None,
             cert_file: None,
             key_file: None,
@@ -97,7 +100,7 @@ impl EtcdDatastore {
         }
         // Each client starts at a random endpoint, as etcd's own clients balance: a thousand
         // agents started together spread their snapshots over the members.
-        let first = crate::settings::random_below(clients.len());
+        let first = crate::backoff::random_below(clients.len());
         let store = EtcdDatastore {
             clients: Arc::new(clients),
             current: Arc::new(AtomicUsize::new(first)),

@@ -5,6 +5,7 @@
 //! snapshot, then live changes, and after a compaction or a lost connection resynchronises and
 //! emits exactly the differences (see docs/datastore.md).
 
+mod backoff;
 mod error;
 mod etcd;
 pub mod fanout;
@@ -14,11 +15,13 @@ mod watch;
 
 use async_trait::async_trait;
 
+pub use backoff::Backoff;
 pub use error::DatastoreError;
+pub use etcd::DEFAULT_ENDPOINTS;
 pub use etcd::{EtcdConfig, EtcdDatastore};
 pub use fanout::FanoutClient;
 pub use memory::MemoryDatastore;
-pub use settings::{Backoff, DEFAULT_ENDPOINTS, EtcdArgs, connect_retrying, split_endpoints};
+pub use settings::{EtcdArgs, connect_retrying, split_endpoints};
 pub use watch::{Watch, WatchEvent};
 
 /// A key, its value and the revision that last changed it.

@@ -16,7 +16,8 @@ use futures::stream::{BoxStream, StreamExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::{Backoff, DatastoreError, KvPair};
+use crate::backoff::Backoff;
+use crate::{DatastoreError, KvPair};
 
 /// What a watch reports.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
+use calico_daemon::Daemon;
 use calico_datastore::{Datastore, EtcdArgs, connect_retrying};
 use calico_fanout::{Feed, Served, serve};
 use clap::Parser;
@@ -31,19 +32,11 @@ struct Args {
     keep: usize,
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let args = Args::parse();
-    let filter = std::env::var("CALICO_FANOUT_LOG").unwrap_or_else(|_| "info".to_owned());
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .init();
-    if let Err(e) = run(args).await {
-        tracing::error!("{e:#}");
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
+    Daemon::new("calico-fanout")
+        .log_variable("CALICO_FANOUT_LOG")
+        .run(run(args))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {

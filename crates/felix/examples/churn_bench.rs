@@ -1,12 +1,15 @@
-//! Route and endpoint churn (docs/benchmarks.md, issue 13 item 5): one host, 100 workloads
-//! added and 100 removed per second for a minute. Each workload is a veth pair (`cali<n>` up in
+//! Route and endpoint churn (docs/benchmarks.md, issue 13 item 5, issue 25 item 5): one host,
+//! 100 workloads added and 100 removed per second for a minute, on each firewall backend in
+//! turn (`NFTablesMode=Disabled`, iptables, the baseline rows; `Enabled`, nftables), each in a
+//! namespace, etcd and Felix of its own. Each workload is a veth pair (`cali<n>` up in
 //! Felix's namespace, its peer down in a per-second namespace) and an endpoint in etcd; its
 //! endpoint is deleted about a second after it was written, so about 100 are alive at any time,
 //! and each second's veths go in one batch with their namespace. The lag is from just before
 //! the etcd write to the moment a netlink dump (every 2 ms) shows Felix's route
 //! `10.x.y.z/32 dev cali<n> proto 80`. The baseline, in the same run: 20 workloads added one
 //! at a time with nothing else going on. Felix's RSS is sampled every 10 s, its CPU time over
-//! the minute.
+//! the minute; its metrics give the firewall's share (`felix_dataplane_apply_seconds`) and
+//! what it wrote.
 //!
 //! ```text
 //!   main thread: NetNs, etcd                            ── dropped last, also on panic
@@ -18,7 +21,8 @@
 //! ```
 //!
 //! Run as root with the release build of Felix beside it (or `$CALICO_FELIX_BIN`);
-//! `$CHURN_FELIX_LOG` keeps Felix's log there:
+//! `$CHURN_BENCH_BACKENDS=nftables` runs one backend; `$CHURN_FELIX_LOG=<prefix>` keeps Felix's
+//! logs as `<prefix>-<backend>.log`:
 //! `cargo build --release -p calico-felix --bin calico-felix --example churn_bench &&
 //! target/release/examples/churn_bench`
 
@@ -35,7 +39,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{MissedTickBehavior, interval, sleep};
 
 mod common;
-use common::{Felix, cpu_secs, rss_mib};
+use common::{Backend, Felix, METRICS_PORT, cpu_secs, rss_mib, sample, scrape};
 
 const HOST: &str = "h1";
 const CHURN: Duration = Duration::from_secs(60);
@@ -191,6 +195,32 @@ struct Report {
     missed: usize,
     rss: Vec<(String, f64)>,
     felix_cpu: f64,
+    /// Felix's metrics at the end of the churn.
+    metrics: Metrics,
+}
+
+/// What Felix's metrics say about the whole run.
+#[derive(Default)]
+struct Metrics {
+    /// Batches applied to the firewall, and the seconds they took.
+    applies: f64,
+    apply_secs: f64,
+    iptables_bytes: f64,
+    ipset_bytes: f64,
+    nft_ops: f64,
+}
+
+impl Metrics {
+    fn from_scrape(text: &str) -> Metrics {
+        let get = |name: &str| sample(text, name).unwrap_or(0.0);
+        Metrics {
+            applies: get("felix_dataplane_apply_seconds_count"),
+            apply_secs: get("felix_dataplane_apply_seconds_sum"),
+            iptables_bytes: get(r#"felix_dataplane_written_bytes_total{tool="iptables"}"#),
+            ipset_bytes: get(r#"felix_dataplane_written_bytes_total{tool="ipset"}"#),
+            nft_ops: get("felix_dataplane_written_nft_ops_total"),
+        }
+    }
 }
 
 /// One workload at a time, each waited for: the lag with nothing else going on. The first
@@ -307,7 +337,7 @@ async fn progress(watch: Shared) {
     }
 }
 
-async fn bench(etcd: String, netns: String) -> (Report, String) {
+async fn bench(etcd: String, netns: String, backend: Backend) -> (Report, String) {
     let store = EtcdDatastore::connect(EtcdConfig {
         endpoints: vec![etcd.clone()],
         ..EtcdConfig::default()
@@ -325,7 +355,12 @@ async fn bench(etcd: String, netns: String) -> (Report, String) {
         .await
         .unwrap();
     store.put("/calico/v1/Ready", "true").await.unwrap();
-    let felix = Felix::start(&netns, HOST, &etcd, &[]);
+    let env = [
+        backend.felix_env(),
+        ("FELIX_PROMETHEUSMETRICSENABLED", "true".to_owned()),
+        ("FELIX_PROMETHEUSMETRICSPORT", METRICS_PORT.to_string()),
+    ];
+    let felix = Felix::start(&netns, HOST, &etcd, &env);
     let watch = Shared::default();
     let poller = Netlink::connect(&Netns::current()).unwrap();
     let poll = tokio::spawn(poll_routes(poller, watch.clone()));
@@ -344,8 +379,19 @@ async fn bench(etcd: String, netns: String) -> (Report, String) {
         missed: 0,
         rss: Vec::new(),
         felix_cpu: 0.0,
+        metrics: Metrics::default(),
     };
+    let text = scrape().await.expect("Felix serves its metrics");
+    let running = format!("felix_dataplane_backend{{backend=\"{}\"}}", backend.name());
+    assert_eq!(
+        sample(&text, &running),
+        Some(1.0),
+        "Felix does not say it runs {}:\n{}",
+        backend.name(),
+        felix.log()
+    );
     churn(&driver, felix.pid(), BASELINE + 1, &mut report).await;
+    report.metrics = Metrics::from_scrape(&scrape().await.expect("Felix answers"));
     poll.abort();
     progress.abort();
     report.churn_ms = driver.take_lags();
@@ -359,67 +405,125 @@ fn stats(samples: &[f64]) -> (f64, f64, f64) {
     (t.median, t.p99, t.max)
 }
 
-fn print(r: Report, log: &str) {
-    if let Some(path) = std::env::var_os("CHURN_FELIX_LOG") {
-        std::fs::write(&path, log).expect("CHURN_FELIX_LOG is writable");
-    }
-    let (bm, bp, bx) = stats(&r.baseline_ms);
-    let (cm, cp, cx) = stats(&r.churn_ms);
-    let rate = f64::from(r.added) / r.churn_secs;
+/// One backend's run.
+struct Run {
+    backend: Backend,
+    report: Report,
+    log: String,
+}
+
+fn print(runs: &[Run]) {
     // Percentiles are of the routes that did show; a workload removed (after ~1 s) before its
-    // route showed is counted in the third column instead.
+    // route showed is counted in the fourth column instead.
     println!(
-        "| etcd write → route installed | installed | not installed during its ~1 s life | median | p99 | max |"
+        "| etcd write → route installed | backend | installed | not installed during its ~1 s life | median | p99 | max | × iptables (median / p99) |"
     );
-    println!("| --- | --- | --- | --- | --- | --- |");
-    println!(
-        "| baseline: one workload at a time, no churn | {} | 0 | {bm:.1} ms | {bp:.1} ms | {bx:.1} ms |",
-        r.baseline_ms.len()
-    );
-    println!(
-        "| churn: {} added, {} removed in {:.1} s ({rate:.1}/s), ~{ALIVE} alive | {} | {} | {cm:.1} ms ({:.1}×) | {cp:.1} ms ({:.1}×) | {cx:.1} ms |",
-        r.added,
-        r.removed_during,
-        r.churn_secs,
-        r.churn_ms.len(),
-        r.missed,
-        cm / bm,
-        cp / bp
-    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    let iptables = runs.iter().find(|r| r.backend == Backend::Iptables);
+    let vs = |pick: fn(&Report) -> &Vec<f64>, m: f64, p: f64| {
+        iptables.map_or(String::new(), |i| {
+            let (im, ip, _) = stats(pick(&i.report));
+            format!("{:.2} / {:.2}", m / im, p / ip)
+        })
+    };
+    for run in runs {
+        let (r, name) = (&run.report, run.backend.name());
+        let (bm, bp, bx) = stats(&r.baseline_ms);
+        println!(
+            "| baseline: one workload at a time, no churn | {name} | {} | 0 | {bm:.1} ms | {bp:.1} ms | {bx:.1} ms | {} |",
+            r.baseline_ms.len(),
+            vs(|r| &r.baseline_ms, bm, bp)
+        );
+    }
+    for run in runs {
+        let (r, name) = (&run.report, run.backend.name());
+        let (bm, bp, _) = stats(&r.baseline_ms);
+        let (cm, cp, cx) = stats(&r.churn_ms);
+        let rate = f64::from(r.added) / r.churn_secs;
+        println!(
+            "| churn: {} added, {} removed in {:.1} s ({rate:.1}/s), ~{ALIVE} alive | {name} | {} | {} | {cm:.1} ms ({:.1}× baseline) | {cp:.1} ms ({:.1}×) | {cx:.1} ms | {} |",
+            r.added,
+            r.removed_during,
+            r.churn_secs,
+            r.churn_ms.len(),
+            r.missed,
+            cm / bm,
+            cp / bp,
+            vs(|r| &r.churn_ms, cm, cp)
+        );
+    }
     println!();
     println!(
-        "Felix CPU during churn: {:.0} % of one core",
-        r.felix_cpu * 100.0
+        "| Felix during the run | backend | CPU during churn (one core) | firewall batches applied | mean apply | written: iptables-restore | ipset | nf_tables operations | route/interface batches |"
     );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for run in runs {
+        let m = &run.report.metrics;
+        println!(
+            "| | {} | {:.0} % | {:.0} | {:.2} ms | {:.1} MiB | {:.1} KiB | {:.0} | {} |",
+            run.backend.name(),
+            run.report.felix_cpu * 100.0,
+            m.applies,
+            m.apply_secs * 1e3 / m.applies.max(1.0),
+            m.iptables_bytes / 1024.0 / 1024.0,
+            m.ipset_bytes / 1024.0,
+            m.nft_ops,
+            run.log.matches("routes and interfaces programmed").count()
+        );
+    }
     println!();
-    let head: Vec<&str> = r.rss.iter().map(|(at, _)| at.as_str()).collect();
+    let head: Vec<&str> = runs[0]
+        .report
+        .rss
+        .iter()
+        .map(|(at, _)| at.as_str())
+        .collect();
     println!("| Felix RSS | {} |", head.join(" | "));
     println!("| --- |{}", " --- |".repeat(head.len()));
-    let mib: Vec<String> = r.rss.iter().map(|(_, v)| format!("{v:.1} MiB")).collect();
-    println!("| | {} |", mib.join(" | "));
+    for run in runs {
+        let mib: Vec<String> = run
+            .report
+            .rss
+            .iter()
+            .map(|(_, v)| format!("{v:.1} MiB"))
+            .collect();
+        println!("| {} | {} |", run.backend.name(), mib.join(" | "));
+    }
     println!();
-    let programmed = log.matches("routes and interfaces programmed").count();
-    let warnings: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
-        .collect();
-    println!(
-        "Felix log: {programmed} route/interface batches, {} warnings/errors",
-        warnings.len()
-    );
-    for line in warnings.iter().take(10) {
-        println!("  {line}");
+    for run in runs {
+        let warnings: Vec<&str> = run
+            .log
+            .lines()
+            .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+            .collect();
+        println!(
+            "Felix log, {}: {} warnings/errors",
+            run.backend.name(),
+            warnings.len()
+        );
+        for line in warnings.iter().take(10) {
+            println!("  {line}");
+        }
     }
 }
 
-fn main() {
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// One backend: a namespace, its etcd and Felix, the baseline and the churn.
+fn run(backend: Backend) -> Run {
     let ns = NetNs::new("churn");
     let etcd = EtcdServer::start_in_netns(ns.name());
     eprintln!(
-        "namespace {} (nsenter --net=/run/netns/{} …); baseline, then {} s of churn",
+        "{}: namespace {} (nsenter --net=/run/netns/{} …); baseline, then {} s of churn; load average {}",
+        backend.name(),
         ns.name(),
         ns.name(),
-        CHURN.as_secs()
+        CHURN.as_secs(),
+        load_average()
     );
     let (endpoint, name) = (etcd.endpoint(), ns.name().to_owned());
     // The bench runs on a thread inside the namespace: etcd's loopback and Felix's routes are
@@ -428,8 +532,31 @@ fn main() {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map(|rt| rt.block_on(bench(endpoint, name)))
+            .map(|rt| rt.block_on(bench(endpoint, name, backend)))
     })
     .expect("the benchmark ran");
-    print(report, &log);
+    if let Ok(prefix) = std::env::var("CHURN_FELIX_LOG") {
+        let path = format!("{prefix}-{}.log", backend.name());
+        std::fs::write(&path, &log).unwrap_or_else(|e| panic!("cannot write {path}: {e}"));
+    }
+    Run {
+        backend,
+        report,
+        log,
+    }
+}
+
+fn main() {
+    let started = Instant::now();
+    let runs: Vec<Run> = Backend::chosen("CHURN_BENCH_BACKENDS")
+        .into_iter()
+        .map(run)
+        .collect();
+    print(&runs);
+    println!();
+    println!(
+        "Run: {:.0} s, load average at the end {}.",
+        started.elapsed().as_secs_f64(),
+        load_average()
+    );
 }

@@ -1,23 +1,29 @@
-//! Start-up at size (docs/benchmarks.md, issue 13 item 3): Felix from start to fully programmed
-//! with 1,000 local endpoints and 5,000 policies, then restarts with everything in place, which
-//! must rewrite nothing and lose no echo of a ping running through the host. The baseline, in
-//! the same run: 10 endpoints and no policy, in a namespace (and etcd) of its own.
+//! Start-up at size (docs/benchmarks.md, issue 13 item 3, issue 25 item 5): Felix from start to
+//! fully programmed with 1,000 local endpoints and 5,000 policies, then restarts with everything
+//! in place, which must rewrite nothing and lose no echo of a ping running through the host; on
+//! both firewall backends in one run (`NFTablesMode=Disabled`, iptables, the baseline rows;
+//! `Enabled`, nftables). The baseline of each backend, in the same run: 10 endpoints and no
+//! policy, in a namespace (and etcd) of its own.
 //!
 //! **Fully programmed** is the first moment, polled every 20 ms from Felix's spawn, when both
 //! hold: Felix's `/metrics` shows `felix_applied_revision` at or past the etcd revision of the
 //! last set-up write (Felix sets it only once the firewall's full sync is done, every route and
 //! interface setting is programmed and the encapsulation is in step: the same moment
-//! `/readiness` turns 200), and a netlink dump shows a Calico route for every endpoint. Bytes
-//! written are Felix's own count of restore input (`felix_dataplane_written_bytes_total`, by
-//! tool, and `felix_dataplane_written_chains_total`), read at that moment and again 3 s later.
+//! `/readiness` turns 200), and a netlink dump shows a Calico route for every endpoint. What
+//! Felix wrote is its own count (`felix_dataplane_written_bytes_total` by tool,
+//! `felix_dataplane_written_chains_total`, `felix_dataplane_written_nft_ops_total`), read at that
+//! moment and again 3 s later; `felix_dataplane_backend` must name the backend asked for.
 //!
 //! Each workload is a veth pair: `cali<n>` up in Felix's namespace, its peer down in a shared
 //! namespace, except workloads 0 and 1, whose peers are `eth0` in namespaces of their own with
 //! their /32 address, the endpoint's MAC and routes via 169.254.1.1, as the CNI plugin sets
 //! them up (Felix's namespace has an uplink `eth0` with a default route, without which proxy
-//! ARP does not answer for 169.254.1.1). Policy `i` of the tier `bench` applies to the endpoints labelled `app=a<i % 250>`
-//! (20 policies each), with rules over other endpoints' labels (260 IP sets) and nets; the
-//! policy `ping` lets workloads 0 and 1 ping each other.
+//! ARP does not answer for 169.254.1.1). Policy `i` of the tier `bench` applies to the endpoints
+//! labelled `app=a<i % 250>` (20 policies each), with rules over other endpoints' labels (260 IP
+//! sets) and nets; the policy `ping` lets workloads 0 and 1 ping each other.
+//!
+//! Each backend gets `$STARTUP_RUNS` (3) sites at size, each a cold start followed by restarts
+//! after SIGKILL, SIGTERM, SIGKILL, SIGTERM: 3 cold starts and 6 restarts of each kind.
 //!
 //! ```text
 //!   main thread: namespaces, etcd          ── dropped last, also on panic
@@ -28,9 +34,11 @@
 //! ```
 //!
 //! Run as root from the workspace root with the release build of Felix beside it (or
-//! `$CALICO_FELIX_BIN`). `$STARTUP_FELIX_LOG=<prefix>` keeps the logs of the Felix at size as
-//! `<prefix>-cold.log`, `-KILL.log`, `-TERM.log`; `$STARTUP_ENDPOINTS` and `$STARTUP_POLICIES`
-//! shrink the run, `$STARTUP_HOLD` keeps everything up for 5 min if the first ping fails:
+//! `$CALICO_FELIX_BIN`). `$STARTUP_BENCH_BACKENDS=nftables` runs one backend;
+//! `$STARTUP_FELIX_LOG=<prefix>` keeps the logs of the first Felix at size of each backend as
+//! `<prefix>-<backend>-cold.log`, `-KILL.log`, …; `$STARTUP_ENDPOINTS`, `$STARTUP_POLICIES`
+//! and `$STARTUP_RUNS` shrink the run, `$STARTUP_HOLD` keeps everything up for 5 min if the
+//! first ping fails:
 //! `cargo build --release -p calico-felix --bin calico-felix --example startup_bench &&
 //! target/release/examples/startup_bench`
 
@@ -40,35 +48,43 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use calico_dataplane::calico_table;
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore, TxnOp};
+use calico_linux::nft::{NfTables, Nft};
 use calico_linux::{Netlink, Netns, in_netns};
-use calico_testkit::{EtcdServer, NetNs};
+use calico_testkit::{EtcdServer, NetNs, Tails};
 use serde_json::json;
 use tokio::time::sleep;
 
 mod common;
-use common::{Felix, METRICS_PORT, cpu_secs, ip, rss_mib, sample, scrape};
+use common::{Backend, Felix, METRICS_PORT, cpu_secs, ip, rss_mib, sample, scrape};
 
 const HOST: &str = "h1";
 const ENDPOINTS: u32 = 1_000;
 const POLICIES: u32 = 5_000;
 const BASE_ENDPOINTS: u32 = 10;
+/// Sites at size per backend (each one cold start and `SIGNALS.len()` restarts).
+const RUNS: u32 = 3;
+const SIGNALS: [&str; 4] = ["KILL", "TERM", "KILL", "TERM"];
 /// Endpoints are labelled `app=a<n % APPS>`: each policy's selector picks one value.
 const APPS: u32 = 250;
 const GROUPS: u32 = 10;
 const POLL: Duration = Duration::from_millis(20);
-/// How long after "programmed" the written bytes are read again (late writes show there).
+/// How long after "programmed" the written counters are read again (late writes show there).
 const SETTLE: Duration = Duration::from_secs(3);
 /// etcd's default limit is 128 operations per transaction.
 const BATCH: usize = 100;
 
-/// Felix with its Prometheus metrics on (they say when it is programmed and what it wrote).
-fn start_felix(netns: &str, etcd: &str) -> Felix {
-    let metrics = [
+/// Felix on `backend`, with its Prometheus metrics on (they say when it is programmed, what it
+/// wrote and which backend runs).
+fn start_felix(netns: &str, etcd: &str, backend: Backend) -> Felix {
+    let (mode, value) = backend.felix_env();
+    let env = [
         ("FELIX_PROMETHEUSMETRICSENABLED", "true".to_owned()),
         ("FELIX_PROMETHEUSMETRICSPORT", METRICS_PORT.to_string()),
+        (mode, value),
     ];
-    Felix::start(netns, HOST, etcd, &metrics)
+    Felix::start(netns, HOST, etcd, &env)
 }
 
 /// Workload number `n`: interface `cali<n>`, address 10.64.0.0/10 + n.
@@ -160,10 +176,11 @@ struct Site {
     netns: NetNs,
     endpoints: u32,
     policies: u32,
+    backend: Backend,
 }
 
 impl Site {
-    fn new(name: &str, endpoints: u32, policies: u32, ping: bool) -> Site {
+    fn new(name: &str, size: (u32, u32), ping: bool, backend: Backend) -> Site {
         let netns = NetNs::new(name);
         let etcd = EtcdServer::start_in_netns(netns.name());
         Site {
@@ -176,8 +193,9 @@ impl Site {
                 ]
             }),
             netns,
-            endpoints,
-            policies,
+            endpoints: size.0,
+            policies: size.1,
+            backend,
         }
     }
 
@@ -256,21 +274,41 @@ impl Site {
         store.revision().await.unwrap()
     }
 
-    /// The kernel's firewall as `iptables-save`, `ip6tables-save` and `ipset save` print it:
-    /// bytes of each, and the time each dump took (what reading the kernel costs at least).
-    fn kernel_sizes(&self) -> [(usize, Duration); 3] {
-        ["iptables-save", "ip6tables-save", "ipset save"].map(|cmd| {
-            let mut args = vec!["netns", "exec", self.netns.name()];
-            args.extend(cmd.split(' '));
+    /// The kernel's firewall as the tools dump it (bytes, and the time each dump took: what
+    /// reading the kernel costs at least), and for nftables the read Felix makes at a restart.
+    fn kernel_dumps(&self) -> Vec<(String, Option<usize>, Duration)> {
+        let commands: &[&str] = match self.backend {
+            Backend::Iptables => &["iptables-save", "ip6tables-save", "ipset save"],
+            Backend::Nftables => &["nft list table inet calico", "iptables-save"],
+        };
+        let mut dumps: Vec<(String, Option<usize>, Duration)> = commands
+            .iter()
+            .map(|cmd| {
+                let mut args = vec!["netns", "exec", self.netns.name()];
+                args.extend(cmd.split(' '));
+                let t0 = Instant::now();
+                let out = Command::new("ip").args(&args).output().expect("ip runs");
+                assert!(out.status.success(), "{cmd} in {}", self.netns.name());
+                (format!("`{cmd}`"), Some(out.stdout.len()), t0.elapsed())
+            })
+            .collect();
+        if self.backend == Backend::Nftables {
+            let nft = Nft::new(Netns::named(self.netns.name()), calico_table());
             let t0 = Instant::now();
-            let out = Command::new("ip").args(&args).output().expect("ip runs");
-            assert!(out.status.success(), "{cmd} in {}", self.netns.name());
-            (out.stdout.len(), t0.elapsed())
-        })
+            let table = nft.read().expect("the table reads back").expect("a table");
+            let took = t0.elapsed();
+            let elements: usize = table.sets.values().map(|s| s.elements.len()).sum();
+            let rules: usize = table.chains.values().map(|c| c.rules.len()).sum();
+            let what = format!(
+                "netlink read (Felix's restart read: {} chains, {rules} rules, {} sets, {elements} elements)",
+                table.chains.len(),
+                table.sets.len()
+            );
+            dumps.push((what, None, took));
+        }
+        dumps
     }
-}
 
-impl Site {
     /// Three echoes from workload 0 to 1; on failure, what is needed to see why (stderr).
     fn ping_once(&self, from: &NetNs) -> bool {
         let to = Workload(1).ip().to_string();
@@ -299,18 +337,43 @@ impl Site {
     }
 }
 
-/// What Felix says it wrote: iptables bytes, ipset bytes, chains.
-#[derive(Clone, Copy, Default)]
-struct Written([u64; 3]);
+/// What Felix says it wrote.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct Written {
+    iptables_bytes: u64,
+    ipset_bytes: u64,
+    chains: u64,
+    nft_ops: u64,
+}
 
 impl Written {
     fn from_scrape(text: &str) -> Written {
-        let names = [
-            r#"felix_dataplane_written_bytes_total{tool="iptables"}"#,
-            r#"felix_dataplane_written_bytes_total{tool="ipset"}"#,
-            "felix_dataplane_written_chains_total",
-        ];
-        Written(names.map(|n| sample(text, n).unwrap_or(0.0) as u64))
+        let get = |n: &str| sample(text, n).unwrap_or(0.0) as u64;
+        Written {
+            iptables_bytes: get(r#"felix_dataplane_written_bytes_total{tool="iptables"}"#),
+            ipset_bytes: get(r#"felix_dataplane_written_bytes_total{tool="ipset"}"#),
+            chains: get("felix_dataplane_written_chains_total"),
+            nft_ops: get("felix_dataplane_written_nft_ops_total"),
+        }
+    }
+
+    fn minus(self, earlier: Written) -> Written {
+        Written {
+            iptables_bytes: self.iptables_bytes - earlier.iptables_bytes,
+            ipset_bytes: self.ipset_bytes - earlier.ipset_bytes,
+            chains: self.chains - earlier.chains,
+            nft_ops: self.nft_ops - earlier.nft_ops,
+        }
+    }
+
+    /// The larger of each counter.
+    fn max(self, other: Written) -> Written {
+        Written {
+            iptables_bytes: self.iptables_bytes.max(other.iptables_bytes),
+            ipset_bytes: self.ipset_bytes.max(other.ipset_bytes),
+            chains: self.chains.max(other.chains),
+            nft_ops: self.nft_ops.max(other.nft_ops),
+        }
     }
 }
 
@@ -324,14 +387,32 @@ struct Start {
     /// CPU seconds until programmed: Felix's own, and its waited-for children's
     /// (`iptables-restore`, `iptables-save`, `ipset`).
     cpu: (f64, f64),
-    /// `written_chains`, `written_sets` of the full sync, from Felix's log.
+    /// The full sync as Felix's log says it: chains and sets written, time taken.
     sync_log: String,
+}
+
+/// The fields of Felix's "dataplane programmed" line: chains and sets written, and how long
+/// the full sync took.
+fn sync_log(log: &str) -> String {
+    let Some(line) = log.lines().find(|l| l.contains("dataplane programmed")) else {
+        return "no sync logged".to_owned();
+    };
+    let field = |name: &str, sep: &str| {
+        let at = line.find(&format!("{name}{sep}"))? + name.len() + sep.len();
+        Some(line[at..].split([',', ' ', '}']).next()?.to_owned())
+    };
+    format!(
+        "{} chains, {} sets in {}",
+        field("written_chains", ": ").unwrap_or_default(),
+        field("written_sets", ": ").unwrap_or_default(),
+        field("elapsed", "=").unwrap_or_default()
+    )
 }
 
 /// Polls until Felix has programmed revision `revision` and every endpoint's route is in.
 async fn programmed(felix: &Felix, netlink: &Netlink, site: &Site, revision: i64) -> Start {
     let deadline = Duration::from_secs(900);
-    let (took, at_ready, cpu) = loop {
+    let (took, text, cpu) = loop {
         assert!(
             felix.spawned.elapsed() < deadline,
             "Felix not programmed in {deadline:?}"
@@ -341,38 +422,31 @@ async fn programmed(felix: &Felix, netlink: &Netlink, site: &Site, revision: i64
         {
             let routes = netlink.calico_routes().await.expect("route dump");
             if routes.len() >= site.endpoints as usize {
-                let took = felix.spawned.elapsed();
-                break (took, Written::from_scrape(&text), cpu_secs(felix.pid()));
+                break (felix.spawned.elapsed(), text, cpu_secs(felix.pid()));
             }
         }
         sleep(POLL).await;
     };
+    let running = format!(
+        "felix_dataplane_backend{{backend=\"{}\"}}",
+        site.backend.name()
+    );
+    assert_eq!(
+        sample(&text, &running),
+        Some(1.0),
+        "Felix does not say it runs {}: {}",
+        site.backend.name(),
+        felix.log()
+    );
     sleep(SETTLE).await;
     let settled = Written::from_scrape(&scrape().await.expect("Felix answers"));
-    let log = felix.log();
-    let sync_log = log
-        .lines()
-        .find(|l| l.contains("dataplane programmed"))
-        .map(|l| {
-            let field = |f: &str| {
-                let at = l.find(f).map(|i| i + f.len() + 2)?;
-                Some(l[at..].split([',', ' ', '}']).next()?.to_owned())
-            };
-            let (c, s) = (field("written_chains"), field("written_sets"));
-            format!(
-                "{} chains, {} sets",
-                c.unwrap_or_default(),
-                s.unwrap_or_default()
-            )
-        })
-        .unwrap_or_else(|| "no sync logged".to_owned());
     Start {
         took,
-        at_ready,
+        at_ready: Written::from_scrape(&text),
         settled,
         rss_mib: rss_mib(felix.pid()),
         cpu,
-        sync_log,
+        sync_log: sync_log(&felix.log()),
     }
 }
 
@@ -389,18 +463,8 @@ impl Ping {
         let out = dir.path().join("ping.txt");
         let file = File::create(&out).expect("ping output");
         let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                from.name(),
-                "ping",
-                "-n",
-                "-O",
-                "-i",
-                "0.01",
-                "-W",
-                "1",
-            ])
+            .args(["netns", "exec", from.name(), "ping", "-n", "-O"])
+            .args(["-i", "0.01", "-W", "1"])
             .arg(Workload(1).ip().to_string())
             .stdout(file)
             .stderr(Stdio::null())
@@ -447,12 +511,11 @@ struct Restart {
 
 /// What one site measured.
 struct SiteReport {
-    setup: Duration,
     cold: Start,
-    kernel: [(usize, Duration); 3],
+    kernel: Vec<(String, Option<usize>, Duration)>,
     ping_ok: bool,
     restarts: Vec<Restart>,
-    /// Felix's log of each start: `cold`, `KILL`, `TERM`.
+    /// Felix's log of each start: `cold`, `KILL`, `TERM`, ….
     logs: Vec<(&'static str, String)>,
 }
 
@@ -466,19 +529,20 @@ async fn run_site(site: &Site, signals: &[&'static str]) -> SiteReport {
     .await
     .unwrap();
     let revision = site.write(&store).await;
-    let setup = t0.elapsed();
     eprintln!(
-        "{}: set-up {:.1} s ({} veths, {} endpoints, {} policies); cold start",
+        "{} ({}): set-up {:.1} s ({} veths and endpoints, {} policies); cold start",
         site.netns.name(),
-        setup.as_secs_f64(),
-        site.endpoints,
+        site.backend.name(),
+        t0.elapsed().as_secs_f64(),
         site.endpoints,
         site.policies
     );
     let netlink = Netlink::connect(&Netns::current()).unwrap();
-    let mut felix = start_felix(site.netns.name(), &site.etcd.endpoint());
+    let etcd = site.etcd.endpoint();
+    let mut felix = start_felix(site.netns.name(), &etcd, site.backend);
     let cold = programmed(&felix, &netlink, site, revision).await;
-    let kernel = site.kernel_sizes();
+    eprintln!("  cold start {:.2} s", cold.took.as_secs_f64());
+    let kernel = site.kernel_dumps();
     let ping_ok = site
         .pingers
         .as_ref()
@@ -486,14 +550,19 @@ async fn run_site(site: &Site, signals: &[&'static str]) -> SiteReport {
     let (mut restarts, mut logs) = (Vec::new(), Vec::new());
     let mut phase = "cold";
     for &signal in signals {
-        eprintln!("{}: restart after SIG{signal}", site.netns.name());
         let ping = site.pingers.as_ref().map(|ns| Ping::start(&ns[0]));
         sleep(Duration::from_secs(1)).await;
         logs.push((phase, felix.stop(signal)));
         phase = signal;
-        felix = start_felix(site.netns.name(), &site.etcd.endpoint());
+        felix = start_felix(site.netns.name(), &etcd, site.backend);
         let start = programmed(&felix, &netlink, site, revision).await;
         let echoes = ping.map(Ping::stop).unwrap_or_default();
+        eprintln!(
+            "  restart after SIG{signal} {:.2} s, {} of {} echoes lost",
+            start.took.as_secs_f64(),
+            echoes.1,
+            echoes.0
+        );
         restarts.push(Restart {
             signal,
             start,
@@ -502,7 +571,6 @@ async fn run_site(site: &Site, signals: &[&'static str]) -> SiteReport {
     }
     logs.push((phase, felix.log()));
     SiteReport {
-        setup,
         cold,
         kernel,
         ping_ok,
@@ -522,131 +590,223 @@ fn measure(site: &Site, signals: &[&'static str]) -> SiteReport {
     .expect("the benchmark ran")
 }
 
+/// One backend's sites: the baseline and those at size.
+struct BackendReport {
+    backend: Backend,
+    base: SiteReport,
+    big: Vec<SiteReport>,
+}
+
+impl BackendReport {
+    /// The starts of `phase` (`cold`, `KILL`, `TERM`) of the baseline or of the sites at size.
+    fn starts(&self, at_size: bool, phase: &str) -> Vec<&Start> {
+        let sites: Vec<&SiteReport> = if at_size {
+            self.big.iter().collect()
+        } else {
+            vec![&self.base]
+        };
+        sites
+            .into_iter()
+            .flat_map(|s| {
+                let cold = (phase == "cold").then_some(&s.cold);
+                let restarts = s.restarts.iter().filter(|r| r.signal == phase);
+                cold.into_iter().chain(restarts.map(|r| &r.start))
+            })
+            .collect()
+    }
+
+    fn restarts(&self, signal: &str) -> Vec<&Restart> {
+        self.big
+            .iter()
+            .flat_map(|s| s.restarts.iter().filter(|r| r.signal == signal))
+            .collect()
+    }
+}
+
+fn tails(values: impl IntoIterator<Item = f64>) -> Tails {
+    Tails::of(values).expect("at least one sample")
+}
+
+fn median(values: impl IntoIterator<Item = f64>) -> f64 {
+    tails(values).median
+}
+
 fn kib(bytes: u64) -> String {
     format!("{:.1} KiB", bytes as f64 / 1024.0)
 }
 
-fn print(base: &SiteReport, big: &SiteReport, endpoints: u32, policies: u32) {
-    let secs = |s: &Start| s.took.as_secs_f64();
+const PHASES: [(&str, &str); 3] = [
+    ("cold", "cold start (empty kernel)"),
+    ("KILL", "restart after SIGKILL"),
+    ("TERM", "restart after SIGTERM"),
+];
+
+fn print_times(reports: &[BackendReport], size: (u32, u32)) {
     println!(
-        "| Felix start → fully programmed | {BASE_ENDPOINTS} endpoints, 0 policies | \
-         {endpoints} endpoints, {policies} policies | ratio |"
+        "| Felix start → fully programmed | backend | {BASE_ENDPOINTS} endpoints, 0 policies: median | \
+         {} endpoints, {} policies: median | p99 | max | samples | at size ÷ baseline (median) | ÷ iptables (median) |",
+        size.0, size.1
     );
-    println!("| --- | --- | --- | --- |");
-    let row = |what: &str, b: &Start, s: &Start| {
-        println!(
-            "| {what} | {:.2} s | {:.2} s | {:.1}× |",
-            secs(b),
-            secs(s),
-            secs(s) / secs(b)
-        );
-    };
-    row("cold start (empty kernel)", &base.cold, &big.cold);
-    for (b, s) in base.restarts.iter().zip(&big.restarts) {
-        row(
-            &format!("restart after SIG{}", s.signal),
-            &b.start,
-            &s.start,
-        );
-    }
-    println!();
-    println!(
-        "| bytes written by Felix ({endpoints} endpoints, {policies} policies) | iptables-restore \
-         | ipset restore | chains | full sync (Felix's log) |"
-    );
-    println!("| --- | --- | --- | --- | --- |");
-    let bytes = |what: &str, s: &Start| {
-        let [t, i, c] = s.at_ready.0;
-        let [t2, i2, c2] = s.settled.0;
-        println!(
-            "| {what} | {} (+{} in {}s after) | {} (+{}) | {c} (+{}) | {} |",
-            kib(t),
-            t2 - t,
-            SETTLE.as_secs(),
-            kib(i),
-            i2 - i,
-            c2 - c,
-            s.sync_log
-        );
-    };
-    bytes("cold start", &big.cold);
-    for r in &big.restarts {
-        bytes(&format!("restart after SIG{}", r.signal), &r.start);
-    }
-    let [(v4, t4), (v6, t6), (sets, ts)] = big.kernel;
-    println!();
-    println!(
-        "A full render, as the kernel dumps it: iptables-save {} ({:.2} s), ip6tables-save {} \
-         ({:.2} s), ipset save {} ({:.2} s).",
-        kib(v4 as u64),
-        t4.as_secs_f64(),
-        kib(v6 as u64),
-        t6.as_secs_f64(),
-        kib(sets as u64),
-        ts.as_secs_f64()
-    );
-    println!(
-        "Baseline cold start wrote {} to iptables-restore, {} to ipset.",
-        kib(base.cold.at_ready.0[0]),
-        kib(base.cold.at_ready.0[1])
-    );
-    println!();
-    println!("| ping -i 0.01 workload 0 → 1 through the host | echoes sent | lost |");
-    println!("| --- | --- | --- |");
-    println!(
-        "| after cold start (3 echoes) | 3 | {} |",
-        if big.ping_ok {
-            "0"
-        } else {
-            "some (ping failed)"
-        }
-    );
-    for r in &big.restarts {
-        let (sent, lost) = r.echoes;
-        println!(
-            "| across a restart after SIG{} | {sent} | {lost} |",
-            r.signal
-        );
-    }
-    println!();
-    println!("| Felix RSS, 3 s after programmed | baseline | at size |");
-    println!("| --- | --- | --- |");
-    println!(
-        "| cold start | {:.1} MiB | {:.1} MiB |",
-        base.cold.rss_mib, big.cold.rss_mib
-    );
-    for (b, s) in base.restarts.iter().zip(&big.restarts) {
-        println!(
-            "| restart after SIG{} | {:.1} MiB | {:.1} MiB |",
-            s.signal, b.start.rss_mib, s.start.rss_mib
-        );
-    }
-    println!();
-    println!("| Felix CPU until programmed (at size) | Felix | its iptables/ipset children |");
-    println!("| --- | --- | --- |");
-    let starts = std::iter::once(("cold start".to_owned(), &big.cold)).chain(
-        big.restarts
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (phase, what) in PHASES {
+        let iptables = reports
             .iter()
-            .map(|r| (format!("restart after SIG{}", r.signal), &r.start)),
-    );
-    for (what, s) in starts {
-        println!("| {what} | {:.1} s | {:.1} s |", s.cpu.0, s.cpu.1);
+            .find(|r| r.backend == Backend::Iptables)
+            .map(|r| median(r.starts(true, phase).iter().map(|s| s.took.as_secs_f64())));
+        for r in reports {
+            let base = median(r.starts(false, phase).iter().map(|s| s.took.as_secs_f64()));
+            let big: Vec<f64> = r
+                .starts(true, phase)
+                .iter()
+                .map(|s| s.took.as_secs_f64())
+                .collect();
+            let n = big.len();
+            let t = tails(big);
+            let vs = iptables.map_or(String::new(), |i| format!("{:.3}×", t.median / i));
+            println!(
+                "| {what} | {} | {base:.2} s | {:.2} s | {:.2} s | {:.2} s | {n} | {:.1}× | {vs} |",
+                r.backend.name(),
+                t.median,
+                t.p99,
+                t.max,
+                t.median / base
+            );
+        }
     }
+}
+
+fn print_written(reports: &[BackendReport], size: (u32, u32)) {
     println!();
     println!(
-        "Set-up (not timed above): baseline {:.1} s, at size {:.1} s.",
-        base.setup.as_secs_f64(),
-        big.setup.as_secs_f64()
+        "| written by Felix ({} endpoints, {} policies; the most of any sample) | backend | \
+         iptables-restore | ipset restore | chains | nf_tables operations | more in the {} s after | full sync (Felix's log, first sample) |",
+        size.0,
+        size.1,
+        SETTLE.as_secs()
     );
-    let warnings: Vec<&str> = big
-        .logs
-        .iter()
-        .flat_map(|(_, log)| log.lines())
-        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
-        .collect();
-    println!("Felix's logs at size: {} warnings/errors", warnings.len());
-    for line in warnings.iter().take(10) {
-        println!("  {line}");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (phase, what) in PHASES {
+        for r in reports {
+            let starts = r.starts(true, phase);
+            let most = starts
+                .iter()
+                .fold(Written::default(), |m, s| m.max(s.at_ready));
+            let later = starts.iter().fold(Written::default(), |m, s| {
+                m.max(s.settled.minus(s.at_ready))
+            });
+            let later = if later == Written::default() {
+                "nothing".to_owned()
+            } else {
+                format!(
+                    "{} B, {} B, {} chains, {} ops",
+                    later.iptables_bytes, later.ipset_bytes, later.chains, later.nft_ops
+                )
+            };
+            println!(
+                "| {what} | {} | {} | {} | {} | {} | {later} | {} |",
+                r.backend.name(),
+                kib(most.iptables_bytes),
+                kib(most.ipset_bytes),
+                most.chains,
+                most.nft_ops,
+                starts[0].sync_log
+            );
+        }
+    }
+    println!();
+    for r in reports {
+        let dumps: Vec<String> = r.big[0]
+            .kernel
+            .iter()
+            .map(|(what, bytes, took)| {
+                let size = bytes.map_or(String::new(), |b| format!("{}, ", kib(b as u64)));
+                format!("{what} {size}{:.2} s", took.as_secs_f64())
+            })
+            .collect();
+        println!(
+            "{}: the kernel's firewall at size, as dumped: {}. Baseline cold start wrote {} \
+             to iptables-restore, {} to ipset, {} nf_tables operations.",
+            r.backend.name(),
+            dumps.join("; "),
+            kib(r.base.cold.at_ready.iptables_bytes),
+            kib(r.base.cold.at_ready.ipset_bytes),
+            r.base.cold.at_ready.nft_ops
+        );
+    }
+}
+
+fn print_echoes(reports: &[BackendReport]) {
+    println!();
+    println!(
+        "| ping -i 0.01 workload 0 → 1 through the host | backend | restarts | echoes sent | lost | most lost in one restart |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for r in reports {
+        let ok = r.big.iter().filter(|s| s.ping_ok).count();
+        println!(
+            "| after each cold start (3 echoes) | {} | {} | {} | {} | |",
+            r.backend.name(),
+            r.big.len(),
+            3 * r.big.len(),
+            if ok == r.big.len() {
+                "0".to_owned()
+            } else {
+                format!("{} pings failed", r.big.len() - ok)
+            }
+        );
+    }
+    for (phase, what) in &PHASES[1..] {
+        for r in reports {
+            let restarts = r.restarts(phase);
+            let sent: u64 = restarts.iter().map(|x| x.echoes.0).sum();
+            let lost: u64 = restarts.iter().map(|x| x.echoes.1).sum();
+            let most = restarts.iter().map(|x| x.echoes.1).max().unwrap_or(0);
+            println!(
+                "| across a {what} | {} | {} | {sent} | {lost} | {most} |",
+                r.backend.name(),
+                restarts.len()
+            );
+        }
+    }
+}
+
+fn print_resources(reports: &[BackendReport]) {
+    println!();
+    println!(
+        "| Felix at size (medians) | backend | RSS 3 s after programmed (baseline) | RSS at size | CPU until programmed: Felix | its iptables/ipset children |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for (phase, what) in PHASES {
+        for r in reports {
+            let base = r.starts(false, phase);
+            let big = r.starts(true, phase);
+            println!(
+                "| {what} | {} | {:.1} MiB | {:.1} MiB | {:.1} s | {:.1} s |",
+                r.backend.name(),
+                median(base.iter().map(|s| s.rss_mib)),
+                median(big.iter().map(|s| s.rss_mib)),
+                median(big.iter().map(|s| s.cpu.0)),
+                median(big.iter().map(|s| s.cpu.1)),
+            );
+        }
+    }
+    println!();
+    for r in reports {
+        let warnings: Vec<&str> = r
+            .big
+            .iter()
+            .flat_map(|s| &s.logs)
+            .flat_map(|(_, log)| log.lines())
+            .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+            .collect();
+        println!(
+            "Felix's logs at size, {}: {} warnings/errors",
+            r.backend.name(),
+            warnings.len()
+        );
+        for line in warnings.iter().take(10) {
+            println!("  {line}");
+        }
     }
 }
 
@@ -658,30 +818,53 @@ fn size(name: &str, default: u32) -> u32 {
     })
 }
 
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
 fn main() {
-    let signals = ["KILL", "TERM"];
-    let (endpoints, policies) = (
+    let started = Instant::now();
+    let at_size = (
         size("STARTUP_ENDPOINTS", ENDPOINTS),
         size("STARTUP_POLICIES", POLICIES),
     );
-    let base = {
-        let site = Site::new("startb", BASE_ENDPOINTS, 0, false);
-        measure(&site, &signals)
-    };
-    let big = {
-        let site = Site::new("starts", endpoints, policies, true);
-        eprintln!(
-            "namespace {} (nsenter --net=/run/netns/{} …)",
-            site.netns.name(),
-            site.netns.name()
-        );
-        measure(&site, &signals)
-    };
-    if let Ok(prefix) = std::env::var("STARTUP_FELIX_LOG") {
-        for (phase, log) in &big.logs {
-            let path = format!("{prefix}-{phase}.log");
-            std::fs::write(&path, log).unwrap_or_else(|e| panic!("cannot write {path}: {e}"));
+    let runs = size("STARTUP_RUNS", RUNS).max(1);
+    let mut reports = Vec::new();
+    for backend in Backend::chosen("STARTUP_BENCH_BACKENDS") {
+        eprintln!("{}: load average {}", backend.name(), load_average());
+        let base = {
+            let site = Site::new("startb", (BASE_ENDPOINTS, 0), false, backend);
+            measure(&site, &SIGNALS)
+        };
+        let big: Vec<SiteReport> = (0..runs)
+            .map(|_| {
+                let site = Site::new("starts", at_size, true, backend);
+                eprintln!(
+                    "namespace {} (nsenter --net=/run/netns/{} …)",
+                    site.netns.name(),
+                    site.netns.name()
+                );
+                measure(&site, &SIGNALS)
+            })
+            .collect();
+        if let Ok(prefix) = std::env::var("STARTUP_FELIX_LOG") {
+            for (phase, log) in &big[0].logs {
+                let path = format!("{prefix}-{}-{phase}.log", backend.name());
+                std::fs::write(&path, log).unwrap_or_else(|e| panic!("cannot write {path}: {e}"));
+            }
         }
+        reports.push(BackendReport { backend, base, big });
     }
-    print(&base, &big, endpoints, policies);
+    print_times(&reports, at_size);
+    print_written(&reports, at_size);
+    print_echoes(&reports);
+    print_resources(&reports);
+    println!();
+    println!(
+        "Run: {:.0} s, load average at the end {}.",
+        started.elapsed().as_secs_f64(),
+        load_average()
+    );
 }

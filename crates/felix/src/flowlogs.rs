@@ -102,7 +102,7 @@ struct FlowKey {
     protocol: u8,
     dst_port: Option<u16>,
     action: Verdict,
-    trail: Vec<PolicyHit>,
+    trail: PolicyTrail,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -219,7 +219,7 @@ impl Collector {
             protocol: header.protocol,
             dst_port: header.dst_port.filter(|_| has_ports(header.protocol)),
             action,
-            trail: steps.iter().map(hit).collect(),
+            trail: trail_of(&steps),
         };
         let totals = self.flows.entry(flow.clone()).or_default();
         match action {
@@ -336,10 +336,7 @@ fn record(names: &FlowNames, flow: &FlowKey, totals: Totals, start: u64, end: u6
         dst_port: flow.dst_port,
         direction: flow.direction,
         action: flow.action,
-        policies: PolicyTrail {
-            enforced: flow.trail.clone(),
-            pending: Vec::new(),
-        },
+        policies: flow.trail.clone(),
         packets_in: totals.packets_in,
         bytes_in: totals.bytes_in,
         packets_out: totals.packets_out,
@@ -348,12 +345,63 @@ fn record(names: &FlowNames, flow: &FlowKey, totals: Totals, start: u64, end: u6
     }
 }
 
-/// The verdict a step gives, if it decides.
+/// The verdict a step gives, if it decides. A staged policy's step never decides: it only
+/// says what would happen.
 fn verdict_of(logged: &Logged) -> Option<Verdict> {
     match (&logged.step, logged.action) {
-        (Step::Policy { .. } | Step::StagedPolicy { .. }, StepAction::NextTier) => None,
+        (Step::StagedPolicy { .. }, _) => None,
+        (Step::Policy { .. }, StepAction::NextTier) => None,
         (_, StepAction::Deny) => Some(Verdict::Deny),
         (_, StepAction::Allow | StepAction::NextTier) => Some(Verdict::Allow),
+    }
+}
+
+/// The tier a step is in (a profile's steps are after every tier).
+fn tier_of(step: &Step) -> Option<&str> {
+    match step {
+        Step::Policy { tier, .. } | Step::StagedPolicy { tier, .. } | Step::EndOfTier { tier } => {
+            Some(tier)
+        }
+        Step::Profile { .. } | Step::MissingProfile { .. } | Step::NoProfileMatched => None,
+    }
+}
+
+/// A connection's trails from its logged steps, in the order the firewall took them (a tier's
+/// staged policies first, then its policies): `enforced`, the steps that decided, and
+/// `pending`, the trail as it would be with the staged policies enforced. In a tier where a
+/// staged policy's rule matched, that step takes the place of the tier's policies (its
+/// `next-tier` goes on to the next tier); elsewhere the enforced steps stand. `pending` is
+/// empty when no staged policy matched, or when the trail with them cannot be known (a staged
+/// `next-tier` out of the tier where the enforced trail ended).
+fn trail_of(steps: &[Logged]) -> PolicyTrail {
+    let staged = |logged: &&Logged| matches!(logged.step, Step::StagedPolicy { .. });
+    let enforced = steps.iter().filter(|l| !staged(l)).map(hit).collect();
+    if !steps.iter().any(|l| staged(&l)) {
+        return PolicyTrail {
+            enforced,
+            pending: Vec::new(),
+        };
+    }
+    let mut pending = Vec::new();
+    // The tier a staged step decided for: the rest of its steps are not in `pending`.
+    let mut replaced: Option<&str> = None;
+    for logged in steps {
+        let tier = tier_of(&logged.step);
+        if tier.is_some() && tier == replaced {
+            continue;
+        }
+        pending.push(hit(logged));
+        match (&logged.step, logged.action) {
+            (Step::StagedPolicy { .. }, StepAction::NextTier) => replaced = tier,
+            (Step::StagedPolicy { .. }, _) => break,
+            _ if verdict_of(logged).is_some() => break,
+            _ => {}
+        }
+    }
+    let decided = pending.last().is_some_and(|hit| hit.verdict().is_some());
+    PolicyTrail {
+        enforced,
+        pending: if decided { pending } else { Vec::new() },
     }
 }
 
@@ -643,6 +691,91 @@ mod tests {
             name: "gate".to_owned(),
             rule,
         }
+    }
+
+    fn logged(step: Step, action: StepAction) -> Logged {
+        Logged {
+            step,
+            action,
+            inbound: true,
+        }
+    }
+
+    fn staged(tier: &str, name: &str) -> Step {
+        Step::StagedPolicy {
+            tier: tier.to_owned(),
+            name: name.to_owned(),
+            rule: 0,
+        }
+    }
+
+    fn web(rule: u32) -> Step {
+        Step::Profile {
+            name: "web".to_owned(),
+            rule,
+        }
+    }
+
+    /// What a trail prints as, step by step (rules counted from 1, as `explain` prints them).
+    fn shown(hits: &[PolicyHit]) -> Vec<String> {
+        hits.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn a_staged_deny_is_the_pending_trail_and_decides_nothing() {
+        let steps = [
+            logged(staged("t", "lockdown"), StepAction::Deny),
+            logged(gate(1), StepAction::NextTier),
+            logged(web(0), StepAction::Allow),
+        ];
+        assert_eq!(verdict_of(&steps[0]), None, "a staged step never decides");
+        let mut trail = trail_of(&steps);
+        assert_eq!(
+            shown(&trail.enforced),
+            [
+                "tier t policy gate rule 2: next-tier",
+                "profile web rule 1: allow"
+            ]
+        );
+        assert_eq!(
+            shown(&trail.pending),
+            ["tier t staged policy lockdown rule 1: deny"]
+        );
+        assert_eq!(trail.enforced_verdict(), Some(Verdict::Allow));
+        assert_eq!(trail.pending_verdict(), Some(Verdict::Deny));
+        trail.validate().expect("a trail the aggregator takes");
+    }
+
+    #[test]
+    fn a_staged_next_tier_skips_its_tier_and_the_rest_stands() {
+        let steps = [
+            logged(staged("t", "relax"), StepAction::NextTier),
+            logged(gate(0), StepAction::Deny),
+        ];
+        let trail = trail_of(&steps);
+        assert_eq!(shown(&trail.enforced), ["tier t policy gate rule 1: deny"]);
+        assert!(
+            trail.pending.is_empty(),
+            "what later tiers would say is unknown: no pending trail, not a wrong one"
+        );
+
+        let steps = [
+            logged(staged("t", "relax"), StepAction::NextTier),
+            logged(gate(1), StepAction::NextTier),
+            logged(web(0), StepAction::Allow),
+        ];
+        let mut trail = trail_of(&steps);
+        assert_eq!(
+            shown(&trail.pending),
+            [
+                "tier t staged policy relax rule 1: next-tier",
+                "profile web rule 1: allow"
+            ]
+        );
+        trail.validate().unwrap();
+
+        let plain = trail_of(&steps[1..]);
+        assert!(plain.pending.is_empty(), "no staged step: no pending trail");
     }
 
     #[test]

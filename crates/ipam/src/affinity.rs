@@ -16,7 +16,8 @@ use ipnet::IpNet;
 use crate::allocator::{Ipam, backoff};
 use crate::block;
 use crate::error::IpamError;
-use crate::store::{BlockWrite, StoredBlock, Txn};
+use crate::store::{BlockWrite, Txn};
+use crate::stored::StoredBlock;
 
 /// What a claim or release did, or why it did nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +51,7 @@ impl Ipam {
         let strict = self.settings().await?.strict_affinity;
         for attempt in 1..=self.attempts() {
             let mut txn = Txn::default();
-            let outcome = match self.read_block(&cidr).await? {
+            let outcome = match self.keys.read_block(&cidr).await? {
                 None => {
                     let block = block::empty_block(cidr, Some(host), strict);
                     BlockWrite::create(&block).add_to(&mut txn);
@@ -143,7 +144,7 @@ impl Ipam {
     ) -> Result<AffinityOutcome, IpamError> {
         let key = affinity_key(host, cidr);
         for attempt in 1..=self.attempts() {
-            let stored = match self.read_block(&cidr).await? {
+            let stored = match self.keys.read_block(&cidr).await? {
                 Some(stored) if stored.value.host() == Some(host) => stored,
                 read => match self.not_the_hosts(cidr, host, &key, read.as_ref()).await? {
                     Some(outcome) => return Ok(outcome),

@@ -13,17 +13,19 @@ use std::time::Duration;
 
 use calico_datastore::Datastore;
 use calico_model::IpVersion;
-use calico_model::ipam::AllocationAttribute;
+use calico_model::ipam::{AllocationAttribute, AllocationBlock, IpamConfig};
 use calico_model::key::Key;
 use calico_model::pool::IpPool;
 use ipnet::IpNet;
 
-use crate::batch::{AssignJob, Shared};
-use crate::block::{self, Taken};
+use crate::block::{self, Taken, attribute};
 use crate::config::IpamSettings;
 use crate::error::IpamError;
 use crate::hint::Hints;
-use crate::store::{BlockWrite, StoredBlock, Txn, handle_change, handle_write};
+use crate::lane::{AssignJob, Lanes};
+pub use crate::store::InvalidBlock;
+use crate::store::{BlockWrite, Store, Txn, handle_change, handle_write};
+use crate::stored::StoredBlock;
 
 /// How often an operation re-reads and retries after losing a race.
 pub const DEFAULT_ATTEMPTS: u32 = 100;
@@ -66,9 +68,10 @@ pub struct IpAssignment {
 /// releases that allocators of one host make at once through them are written together.
 #[derive(Clone)]
 pub struct Ipam {
-    store: Arc<dyn Datastore>,
+    /// The IPAM keys, and the hints the clones share.
+    pub(crate) keys: Store,
     attempts: u32,
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) lanes: Arc<Lanes>,
 }
 
 impl std::fmt::Debug for Ipam {
@@ -92,15 +95,15 @@ enum Step {
 impl Ipam {
     pub fn new(store: Arc<dyn Datastore>) -> Ipam {
         Ipam {
-            store,
+            keys: Store::new(store),
             attempts: DEFAULT_ATTEMPTS,
-            shared: Arc::default(),
+            lanes: Arc::default(),
         }
     }
 
     /// What this process last saw of blocks and affinities (what to read, never the answer).
     pub(crate) fn hints(&self) -> std::sync::MutexGuard<'_, Hints> {
-        self.shared.hints()
+        self.keys.hints()
     }
 
     pub(crate) fn attempts(&self) -> u32 {
@@ -109,7 +112,48 @@ impl Ipam {
 
     /// The datastore this IPAM writes to.
     pub fn store(&self) -> &dyn Datastore {
-        self.store.as_ref()
+        self.keys.datastore()
+    }
+
+    /// The pools of one version, as stored (invalid ones are skipped with a warning).
+    pub async fn pools(&self, version: IpVersion) -> Result<Vec<IpPool>, IpamError> {
+        self.keys.pools(version).await
+    }
+
+    /// The cluster's IPAM config as stored (defaults when unset).
+    pub async fn config(&self) -> Result<IpamConfig, IpamError> {
+        self.keys.config().await
+    }
+
+    /// The blocks of one version affine to `host`.
+    pub async fn affine_blocks(
+        &self,
+        host: &str,
+        version: IpVersion,
+    ) -> Result<Vec<IpNet>, IpamError> {
+        self.keys.affine_blocks(host, version).await
+    }
+
+    /// Every block that reads, of both versions.
+    pub async fn all_blocks(&self) -> Result<Vec<AllocationBlock>, IpamError> {
+        self.keys.all_blocks().await
+    }
+
+    /// Every block key whose value cannot be read.
+    pub async fn invalid_blocks(&self) -> Result<Vec<InvalidBlock>, IpamError> {
+        self.keys.invalid_blocks().await
+    }
+
+    /// The cluster's IPAM settings (defaults when unset); an invalid config is an error naming
+    /// the key and field.
+    pub async fn settings(&self) -> Result<IpamSettings, IpamError> {
+        self.keys.settings().await
+    }
+
+    /// Writes the settings in Calico 1.4's JSON. Callers [`IpamSettings::check`] them first;
+    /// settings that fail the check are refused here too, naming the key and field.
+    pub async fn set_settings(&self, settings: &IpamSettings) -> Result<(), IpamError> {
+        self.keys.set_settings(settings).await
     }
 
     /// Assigns `ipv4` IPv4 and `ipv6` IPv6 addresses to the request's handle: from the host's
@@ -175,8 +219,10 @@ impl Ipam {
         claimed: &mut Vec<IpNet>,
     ) -> Result<Vec<IpAddr>, IpamError> {
         let (version, wanted) = (request.version, request.wanted);
-        let (pools, settings) =
-            tokio::try_join!(self.usable_pools(version, &request.pools), self.settings())?;
+        let (pools, settings) = tokio::try_join!(
+            self.keys.usable_pools(version, &request.pools),
+            self.settings()
+        )?;
         let attribute = &request.attribute;
         let mut got = Vec::new();
         let mut conflicts = 0;
@@ -185,7 +231,7 @@ impl Ipam {
             // The handle record is read while the step is found: one round trip fewer.
             let (step, record) = tokio::try_join!(
                 self.next_step(&request.host, version, &pools, settings),
-                self.read_handle(&request.handle)
+                self.keys.read_handle(&request.handle)
             )?;
             let handle = (request.handle.as_str(), record);
             let written = match step {
@@ -193,7 +239,8 @@ impl Ipam {
                     let mut block = stored.value.clone();
                     let ips = block::assign(&mut block, need, attribute);
                     let write = BlockWrite::update(&block, &stored);
-                    self.write_block(write, handle, &block.cidr, to_i64(ips.len()), None)
+                    self.keys
+                        .write_block(write, handle, &block.cidr, to_i64(ips.len()), None)
                         .await?
                         .then_some(ips)
                 }
@@ -207,6 +254,7 @@ impl Ipam {
                     };
                     let write = BlockWrite::create(&block);
                     let done = self
+                        .keys
                         .write_block(write, handle, &cidr, to_i64(ips.len()), Some(affinity))
                         .await?;
                     if done {
@@ -260,7 +308,7 @@ impl Ipam {
             if !in_pools(&cidr) {
                 continue;
             }
-            let stored = match self.read_block(&cidr).await {
+            let stored = match self.keys.read_block(&cidr).await {
                 // An unreadable block of the host is skipped (`check` reports it), so the host
                 // still assigns from its other blocks.
                 Err(IpamError::Corrupt { .. }) => continue,
@@ -273,7 +321,7 @@ impl Ipam {
                 return Ok(Step::Existing(Box::new(stored)));
             }
         }
-        let blocks = self.blocks(version).await?;
+        let blocks = self.keys.blocks(version).await?;
         if settings.auto_allocate_blocks {
             let existing = blocks.cidrs();
             for pool in pools {
@@ -325,12 +373,12 @@ impl Ipam {
         let strict = self.settings().await?.strict_affinity;
         let attribute = attribute(handle, attributes);
         for attempt in 1..=self.attempts {
-            let cidr = match self.block_holding(ip, &pools).await? {
+            let cidr = match self.keys.block_holding(ip, &pools).await? {
                 Some(stored) => stored.value.cidr,
                 None => block::block_of(&pool.cidr, ip),
             };
             let (block, record) =
-                tokio::try_join!(self.read_block(&cidr), self.read_handle(handle))?;
+                tokio::try_join!(self.keys.read_block(&cidr), self.keys.read_handle(handle))?;
             let record = (handle, record);
             let written = match block {
                 Some(stored) => {
@@ -354,7 +402,7 @@ impl Ipam {
                         });
                     }
                     let write = BlockWrite::update(&block, &stored);
-                    self.write_block(write, record, &cidr, 1, None).await?
+                    self.keys.write_block(write, record, &cidr, 1, None).await?
                 }
                 None => {
                     let mut block = block::empty_block(cidr, Some(host), strict);
@@ -365,7 +413,8 @@ impl Ipam {
                         cidr,
                     };
                     let write = BlockWrite::create(&block);
-                    self.write_block(write, record, &cidr, 1, Some(affinity))
+                    self.keys
+                        .write_block(write, record, &cidr, 1, Some(affinity))
                         .await?
                 }
             };
@@ -430,7 +479,7 @@ impl Ipam {
             if let std::collections::btree_map::Entry::Vacant(slot) = pools.entry(version) {
                 slot.insert(self.pools(version).await?);
             }
-            if let Some(stored) = self.block_holding(ip, &pools[&version]).await? {
+            if let Some(stored) = self.keys.block_holding(ip, &pools[&version]).await? {
                 by_block.insert(stored.value.cidr, (stored, vec![ip]));
             }
         }
@@ -452,7 +501,7 @@ impl Ipam {
         for attempt in 1..=self.attempts {
             let stored = match read.take() {
                 Some(stored) => Some(stored),
-                None => self.read_block(cidr).await?,
+                None => self.keys.read_block(cidr).await?,
             };
             let Some(stored) = stored else {
                 return Ok(Vec::new());
@@ -470,9 +519,10 @@ impl Ipam {
             }
             let mut txn = Txn::default();
             BlockWrite::update(&block, &stored).add_to(&mut txn);
-            let records =
-                futures::future::try_join_all(counts.keys().map(|handle| self.read_handle(handle)))
-                    .await?;
+            let records = futures::future::try_join_all(
+                counts.keys().map(|handle| self.keys.read_handle(handle)),
+            )
+            .await?;
             for ((handle, delta), record) in counts.into_iter().zip(records) {
                 handle_change(&mut txn, (handle, record), cidr, delta);
             }
@@ -491,21 +541,21 @@ impl Ipam {
         let mut freed = Vec::new();
         let mut conflicts = 0;
         while conflicts < self.attempts {
-            let Some(stored) = self.read_handle(handle).await? else {
+            let Some(stored) = self.keys.read_handle(handle).await? else {
                 return Ok(freed);
             };
             let Some(cidr) = stored.value.block.keys().next().copied() else {
                 let key = Key::Handle {
                     handle: handle.to_owned(),
                 };
-                self.store
+                self.store()
                     .compare_and_delete(&key.to_string(), stored.revision)
                     .await?;
                 continue;
             };
             let mut txn = Txn::default();
             let mut released = Vec::new();
-            if let Some(read) = self.read_block(&cidr).await? {
+            if let Some(read) = self.keys.read_block(&cidr).await? {
                 let mut block = read.value.clone();
                 released = block::release_handle(&mut block, handle);
                 BlockWrite::update(&block, &read).add_to(&mut txn);
@@ -532,12 +582,12 @@ impl Ipam {
     /// Every address assigned to `handle`, in block order.
     pub async fn addresses_of(&self, handle: &str) -> Result<Vec<IpAddr>, IpamError> {
         check_handle(handle)?;
-        let Some(stored) = self.read_handle(handle).await? else {
+        let Some(stored) = self.keys.read_handle(handle).await? else {
             return Ok(Vec::new());
         };
         let mut addresses = Vec::new();
         for cidr in stored.value.block.keys() {
-            if let Some(block) = self.read_block(cidr).await? {
+            if let Some(block) = self.keys.read_block(cidr).await? {
                 addresses.extend(
                     block::allocated(&block.value)
                         .into_iter()
@@ -558,7 +608,7 @@ impl Ipam {
     /// none when no block holds it.
     pub async fn ip_assignment(&self, ip: IpAddr) -> Result<Option<IpAssignment>, IpamError> {
         let pools = self.pools(IpVersion::of_addr(&ip)).await?;
-        let Some(stored) = self.block_holding(ip, &pools).await? else {
+        let Some(stored) = self.keys.block_holding(ip, &pools).await? else {
             return Ok(None);
         };
         let block = stored.value;
@@ -583,17 +633,6 @@ impl Ipam {
             attempts: self.attempts,
             key: what.to_string(),
         }
-    }
-}
-
-/// The attribute an allocation for `handle` is stored with.
-pub(crate) fn attribute(
-    handle: &str,
-    attributes: &BTreeMap<String, String>,
-) -> AllocationAttribute {
-    AllocationAttribute {
-        primary: Some(handle.to_owned()),
-        secondary: (!attributes.is_empty()).then(|| attributes.clone()),
     }
 }
 

@@ -13,12 +13,12 @@
 //! transaction and read again. A batch still compares every block and handle it writes, so
 //! allocators in other processes stay as safe as before; they just do not share the lane.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use calico_datastore::{Compare, Expect};
-use calico_model::ipam::{AllocationAttribute, AllocationBlock, AllocationHandle};
+use calico_model::ipam::{AllocationBlock, AllocationHandle};
 use calico_model::{IpVersion, Key};
 use futures::future::try_join_all;
 use ipnet::IpNet;
@@ -28,7 +28,9 @@ use crate::allocator::{Ipam, backoff};
 use crate::block;
 use crate::error::IpamError;
 use crate::hint::Hints;
-use crate::store::{BlockWrite, Stored, StoredBlock, StoredPool, Txn, handle_changes};
+use crate::lane::{AssignJob, AssignOutcome, Job, ReleaseOutcome};
+use crate::store::{BlockWrite, Txn, handle_changes};
+use crate::stored::{Stored, StoredBlock, StoredPool};
 
 /// Transactions a batch tries before its jobs run alone (each with its own retries).
 const TOGETHER_ATTEMPTS: u32 = 6;
@@ -53,57 +55,6 @@ impl Trust {
     }
 }
 
-/// What the clones of one [`Ipam`] share: the lanes and the hints.
-#[derive(Default)]
-pub(crate) struct Shared {
-    lanes: Mutex<HashMap<String, Arc<Lane>>>,
-    hints: Mutex<Hints>,
-}
-
-impl Shared {
-    fn lane(&self, host: &str) -> Arc<Lane> {
-        let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
-        lanes.entry(host.to_owned()).or_default().clone()
-    }
-
-    pub(crate) fn hints(&self) -> MutexGuard<'_, Hints> {
-        self.hints.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-#[derive(Default)]
-struct Lane {
-    pending: Mutex<Vec<Job>>,
-    /// Held by the running batch until it has answered every job it took.
-    busy: Arc<tokio::sync::Mutex<()>>,
-}
-
-/// Assign `wanted` addresses of one version to a handle, from the host's blocks first.
-#[derive(Debug, Clone)]
-pub(crate) struct AssignJob {
-    pub(crate) host: String,
-    pub(crate) handle: String,
-    pub(crate) attribute: AllocationAttribute,
-    pub(crate) version: IpVersion,
-    pub(crate) wanted: usize,
-    /// The requested pools (empty: every enabled pool).
-    pub(crate) pools: Vec<IpNet>,
-}
-
-/// What an assignment did: its addresses (or why none), and the blocks it claimed.
-pub(crate) type AssignOutcome = (Result<Vec<IpAddr>, IpamError>, Vec<IpNet>);
-/// What a release did: the freed addresses with their handles.
-pub(crate) type ReleaseOutcome = Result<Vec<(IpAddr, Option<String>)>, IpamError>;
-
-enum Job {
-    Assign(AssignJob, oneshot::Sender<AssignOutcome>),
-    Release {
-        cidr: IpNet,
-        ips: Vec<IpAddr>,
-        reply: oneshot::Sender<ReleaseOutcome>,
-    },
-}
-
 /// A job the batch served together with the others.
 enum Served {
     Assigned(Vec<IpAddr>),
@@ -119,11 +70,11 @@ impl Ipam {
     pub async fn prefetch(&self, host: &str, versions: &[IpVersion]) -> Result<(), IpamError> {
         let per_version = try_join_all(versions.iter().map(|&version| async move {
             tokio::try_join!(
-                self.stored_pools(version),
+                self.keys.stored_pools(version),
                 self.affine_blocks(host, version)
             )
         }));
-        tokio::try_join!(per_version, self.stored_settings())?;
+        tokio::try_join!(per_version, self.keys.stored_settings())?;
         Ok(())
     }
 
@@ -147,7 +98,7 @@ impl Ipam {
     }
 
     async fn submit<T>(&self, host: &str, job: Job, mut answer: oneshot::Receiver<T>) -> T {
-        let lane = self.shared.lane(host);
+        let lane = self.lanes.lane(host);
         lock(&lane.pending).push(job);
         let busy = lane.busy.clone().lock_owned().await;
         // The batch before may have taken this job: it answered before letting go of `busy`.
@@ -257,14 +208,14 @@ impl Ipam {
         let plan = self.to_read(host, jobs, trust);
         let per_version = try_join_all(plan.versions.iter().map(|&version| async move {
             let (pools, affine) = tokio::try_join!(
-                self.stored_pools(version),
+                self.keys.stored_pools(version),
                 self.affine_blocks(host, version)
             )?;
             Ok::<_, IpamError>((version, pools, affine))
         }));
         let config = async {
             match plan.known.config {
-                None if plan.assigns => Ok(Some(self.stored_settings().await?.1)),
+                None if plan.assigns => Ok(Some(self.keys.stored_settings().await?.1)),
                 known => Ok(known),
             }
         };
@@ -365,7 +316,7 @@ impl Ipam {
     /// that need it run alone and report it.
     async fn read_blocks(&self, cidrs: &[IpNet]) -> Result<Vec<StoredBlock>, IpamError> {
         let reads = try_join_all(cidrs.iter().map(|cidr| async move {
-            match self.read_block(cidr).await {
+            match self.keys.read_block(cidr).await {
                 Err(IpamError::Corrupt { .. }) => Ok(None),
                 read => read,
             }
@@ -374,11 +325,9 @@ impl Ipam {
     }
 
     async fn read_handles(&self, handles: &[String]) -> Result<Vec<HandleRead>, IpamError> {
-        try_join_all(
-            handles
-                .iter()
-                .map(|handle| async move { Ok((handle.clone(), self.read_handle(handle).await?)) }),
-        )
+        try_join_all(handles.iter().map(|handle| async move {
+            Ok((handle.clone(), self.keys.read_handle(handle).await?))
+        }))
         .await
     }
 

@@ -262,13 +262,21 @@ fn prune_attributes(block: &mut AllocationBlock) {
     });
 }
 
+/// The attribute an allocation for `handle` is stored with.
+pub fn attribute(handle: &str, attributes: &BTreeMap<String, String>) -> AllocationAttribute {
+    AllocationAttribute {
+        primary: Some(handle.to_owned()),
+        secondary: (!attributes.is_empty()).then(|| attributes.clone()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
     fn attribute(handle: &str) -> AllocationAttribute {
-        crate::allocator::attribute(handle, &BTreeMap::new())
+        crate::block::attribute(handle, &BTreeMap::new())
     }
 
     fn net(text: &str) -> IpNet {

@@ -11,14 +11,14 @@ use calico_model::Key;
 use calico_model::endpoint::{EndpointState, WorkloadEndpoint};
 use calico_model::from_json;
 use calico_model::ipam::{AllocationBlock, AllocationHandle};
-use calico_model::key::WorkloadEndpointId;
+use calico_model::key::{Prefix, WorkloadEndpointId};
 use calico_model::status::{EndpointOperState, EndpointStatus};
 use ipnet::IpNet;
 
 use crate::allocator::Ipam;
 use crate::block;
 use crate::error::IpamError;
-use crate::store::InvalidBlock;
+use crate::stored::InvalidBlock;
 
 /// An assigned address no workload endpoint uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -232,7 +232,7 @@ impl Ipam {
         }
         let mut in_use = BTreeMap::new();
         let mut endpoints = Vec::new();
-        for pair in store.list("/calico/v1/host/").await? {
+        for pair in store.list(&Prefix::Hosts.to_string()).await? {
             let Ok(Key::WorkloadEndpoint(id)) = Key::parse(&pair.key) else {
                 continue;
             };
@@ -377,7 +377,7 @@ mod tests {
     use calico_model::ipam::AllocationAttribute;
 
     fn attribute(handle: &str) -> AllocationAttribute {
-        crate::allocator::attribute(handle, &BTreeMap::new())
+        crate::block::attribute(handle, &BTreeMap::new())
     }
 
     #[test]

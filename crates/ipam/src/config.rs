@@ -9,13 +9,9 @@
 //! it is released) when it is turned off. `auto_allocate_blocks` only decides whether the next
 //! auto-assignment may claim a block, so it never disagrees with a block.
 
-use calico_datastore::Expect;
 use calico_model::error::ValidationError;
+use calico_model::from_json;
 use calico_model::ipam::IpamConfig;
-use calico_model::{Key, from_json};
-
-use crate::allocator::Ipam;
-use crate::error::IpamError;
 
 /// The IPAM settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,44 +64,5 @@ impl IpamSettings {
     /// The JSON Calico 1.4 writes: both fields.
     pub fn to_json(&self) -> String {
         serde_json::to_string(&IpamConfig::from(*self)).expect("two booleans serialise")
-    }
-}
-
-impl Ipam {
-    /// The cluster's IPAM settings (defaults when unset); an invalid config is an error naming
-    /// the key and field.
-    pub async fn settings(&self) -> Result<IpamSettings, IpamError> {
-        Ok(self.stored_settings().await?.0)
-    }
-
-    /// The settings and what their key was when read (absent, or its revision), remembered
-    /// as a hint; an invalid config is forgotten.
-    pub(crate) async fn stored_settings(&self) -> Result<(IpamSettings, Expect), IpamError> {
-        let key = Key::IpamConfig.to_string();
-        let read = self.store().get(&key).await?;
-        let parsed = match &read {
-            None => Ok((IpamSettings::default(), Expect::Absent)),
-            Some(pair) => IpamSettings::parse(&pair.value)
-                .map(|settings| (settings, Expect::ModRevision(pair.mod_revision)))
-                .map_err(|e| IpamError::Corrupt {
-                    key,
-                    reason: format!("{e}"),
-                }),
-        };
-        self.hints()
-            .config(parsed.as_ref().ok().map(|(_, expect)| *expect));
-        parsed
-    }
-
-    /// Writes the settings in Calico 1.4's JSON. Callers [`IpamSettings::check`] them first;
-    /// settings that fail the check are refused here too, naming the key and field.
-    pub async fn set_settings(&self, settings: &IpamSettings) -> Result<(), IpamError> {
-        settings.check().map_err(|e| IpamError::Corrupt {
-            key: Key::IpamConfig.to_string(),
-            reason: e.to_string(),
-        })?;
-        let key = Key::IpamConfig.to_string();
-        self.store().put(&key, &settings.to_json()).await?;
-        Ok(())
     }
 }

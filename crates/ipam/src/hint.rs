@@ -18,7 +18,7 @@ use calico_model::ipam::{AllocationBlock, AllocationHandle};
 use ipnet::IpNet;
 
 use crate::block;
-use crate::store::{Stored, StoredPool};
+use crate::stored::{Stored, StoredPool};
 
 /// Entries remembered at most of each kind; past this that memory starts again from nothing
 /// (a cluster has a few blocks per host, so this only bounds a process that reads a lot).
@@ -180,7 +180,7 @@ mod tests {
     use super::*;
 
     fn block_of_h1(cidr: &str) -> AllocationBlock {
-        let attribute = crate::allocator::attribute("h1", &Default::default());
+        let attribute = crate::block::attribute("h1", &Default::default());
         let mut b = block::empty_block(cidr.parse().unwrap(), Some("node1"), false);
         block::assign(&mut b, 1, &attribute);
         b
@@ -221,7 +221,7 @@ mod tests {
         block::assign(
             &mut changed,
             1,
-            &crate::allocator::attribute("h2", &Default::default()),
+            &crate::block::attribute("h2", &Default::default()),
         );
         hints.block_read(&changed, 41);
         assert!(hints.record_of("h1").is_none());

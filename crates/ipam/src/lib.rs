@@ -7,10 +7,12 @@
 //! | `config` | [`IpamSettings`]: `strict_affinity` and `auto_allocate_blocks` at `/calico/ipam/v2/config` |
 //! | `allocator` | [`Ipam`]: auto-assign, assign one address, release by address or handle |
 //! | `batch` | per-host lanes: concurrent assignments and releases of one host in one transaction |
+//! | `lane` | the lanes as data: the jobs an allocator hands its host's lane |
 //! | `hint` | what the process last saw of blocks and affinities: what to read, never the answer |
 //! | `host_lock` | [`HostLock`]: the per-host lock file the CNI runs of one host take in turn |
 //! | `affinity` | claiming and releasing a host's affinity to blocks |
-//! | `store` | the IPAM keys: reads with revisions, block-and-handle transactions |
+//! | `store` | the IPAM keys: reads with revisions, block-and-handle transactions, the settings |
+//! | `stored` | what was read: values with their revisions, blocks that do not read |
 //! | `check` | the consistency audit behind `calicoctl ipam check` and its repairs |
 //! | `error` | [`IpamError`] |
 //!
@@ -29,7 +31,9 @@ pub mod dialect;
 pub mod error;
 mod hint;
 pub mod host_lock;
+mod lane;
 mod store;
+mod stored;
 
 pub use affinity::AffinityOutcome;
 pub use allocator::{AssignRequest, Assigned, DEFAULT_ATTEMPTS, IpAssignment, Ipam};
@@ -39,4 +43,4 @@ pub use check::{
 pub use config::IpamSettings;
 pub use error::IpamError;
 pub use host_lock::{HostLock, HostLockGuard};
-pub use store::InvalidBlock;
+pub use stored::InvalidBlock;

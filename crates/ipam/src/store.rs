@@ -2,71 +2,51 @@
 //! affinities (with the revision each was read at), and building the transactions that change
 //! a block and its handle records together.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use calico_datastore::{Compare, Datastore, Expect, KvPair, TxnOp};
 use calico_model::ipam::{AllocationBlock, AllocationHandle, IpamConfig};
-use calico_model::key::{IPAM_V2, Key};
+use calico_model::key::{IPAM_V2, Key, Prefix};
 use calico_model::pool::IpPool;
 use calico_model::{IpVersion, from_json};
 use ipnet::IpNet;
 
-use crate::allocator::Ipam;
 use crate::block;
+use crate::config::IpamSettings;
 use crate::dialect::{self, Dialect};
 use crate::error::IpamError;
+use crate::hint::Hints;
+pub use crate::stored::InvalidBlock;
+use crate::stored::{Blocks, Stored, StoredBlock, StoredPool};
 
-/// A stored object and the revision it was read at.
-#[derive(Debug, Clone)]
-pub(crate) struct Stored<T> {
-    pub(crate) value: T,
-    pub(crate) revision: i64,
+/// The IPAM keys of one datastore, and what this process last saw of them (the hints, shared
+/// by the clones of one `Ipam`: what to read, never the answer).
+#[derive(Clone)]
+pub(crate) struct Store {
+    datastore: Arc<dyn Datastore>,
+    hints: Arc<Mutex<Hints>>,
 }
 
-/// A stored pool, its key and the revision it was read at.
-#[derive(Debug, Clone)]
-pub(crate) struct StoredPool {
-    pub(crate) value: IpPool,
-    pub(crate) key: String,
-    pub(crate) revision: i64,
-}
-
-/// A stored block, the revision it was read at and the dialect it is written in.
-#[derive(Debug, Clone)]
-pub(crate) struct StoredBlock {
-    pub(crate) value: AllocationBlock,
-    pub(crate) revision: i64,
-    pub(crate) dialect: Dialect,
-}
-
-/// A block key whose value cannot be read: kept out of assignments, reported by `check`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvalidBlock {
-    pub key: String,
-    pub cidr: IpNet,
-    /// The field and why (`affinity: "node1" is not of the form host:<hostname>`).
-    pub reason: String,
-}
-
-/// Every block of one version: those that read, and those that do not.
-#[derive(Debug, Default)]
-pub(crate) struct Blocks {
-    pub(crate) valid: Vec<StoredBlock>,
-    pub(crate) invalid: Vec<InvalidBlock>,
-}
-
-impl Blocks {
-    /// Every block CIDR in use, readable or not (a new block must avoid both).
-    pub(crate) fn cidrs(&self) -> BTreeSet<IpNet> {
-        let valid = self.valid.iter().map(|b| b.value.cidr);
-        valid.chain(self.invalid.iter().map(|b| b.cidr)).collect()
+impl Store {
+    pub(crate) fn new(datastore: Arc<dyn Datastore>) -> Store {
+        Store {
+            datastore,
+            hints: Arc::default(),
+        }
     }
-}
 
-impl Ipam {
+    pub(crate) fn datastore(&self) -> &dyn Datastore {
+        self.datastore.as_ref()
+    }
+
+    pub(crate) fn hints(&self) -> MutexGuard<'_, Hints> {
+        self.hints.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The pools of one version, as stored (invalid ones are skipped with a warning).
-    pub async fn pools(&self, version: IpVersion) -> Result<Vec<IpPool>, IpamError> {
+    pub(crate) async fn pools(&self, version: IpVersion) -> Result<Vec<IpPool>, IpamError> {
         let pools = self.stored_pools(version).await?;
         Ok(pools.into_iter().map(|p| p.value).collect())
     }
@@ -76,13 +56,9 @@ impl Ipam {
         &self,
         version: IpVersion,
     ) -> Result<Vec<StoredPool>, IpamError> {
-        let family = match version {
-            IpVersion::V4 => "v4",
-            IpVersion::V6 => "v6",
-        };
-        let prefix = format!("/calico/v1/ipam/{family}/pool/");
+        let prefix = Prefix::PoolsOf(version).to_string();
         let mut pools = Vec::new();
-        for pair in self.store().list(&prefix).await? {
+        for pair in self.datastore().list(&prefix).await? {
             match from_json::<IpPool>(&pair.value) {
                 Ok(value) => pools.push(StoredPool {
                     value,
@@ -134,7 +110,7 @@ impl Ipam {
     }
 
     /// The cluster's IPAM settings as the model's type; see [`Ipam::settings`].
-    pub async fn config(&self) -> Result<IpamConfig, IpamError> {
+    pub(crate) async fn config(&self) -> Result<IpamConfig, IpamError> {
         let settings = self.settings().await?;
         Ok(IpamConfig {
             strict_affinity: settings.strict_affinity,
@@ -143,13 +119,13 @@ impl Ipam {
     }
 
     /// The blocks `host` has affinity to.
-    pub async fn affine_blocks(
+    pub(crate) async fn affine_blocks(
         &self,
         host: &str,
         version: IpVersion,
     ) -> Result<Vec<IpNet>, IpamError> {
         let prefix = format!("{IPAM_V2}/host/{host}/{}/block/", ip_family(version));
-        let pairs = self.store().list(&prefix).await?;
+        let pairs = self.datastore().list(&prefix).await?;
         let cidrs: Vec<IpNet> = pairs
             .iter()
             .filter_map(|pair| match Key::parse(&pair.key) {
@@ -165,7 +141,7 @@ impl Ipam {
     pub(crate) async fn blocks(&self, version: IpVersion) -> Result<Blocks, IpamError> {
         let prefix = format!("{IPAM_V2}/assignment/{}/block/", ip_family(version));
         let mut blocks = Blocks::default();
-        for pair in self.store().list(&prefix).await? {
+        for pair in self.datastore().list(&prefix).await? {
             let Ok(Key::Block { cidr }) = Key::parse(&pair.key) else {
                 continue; // not a block key: `check` has nothing to say about it either
             };
@@ -186,7 +162,7 @@ impl Ipam {
 
     /// Every readable block of both versions (unreadable ones are skipped with a warning and
     /// reported by [`Ipam::check`]).
-    pub async fn all_blocks(&self) -> Result<Vec<AllocationBlock>, IpamError> {
+    pub(crate) async fn all_blocks(&self) -> Result<Vec<AllocationBlock>, IpamError> {
         let mut all = Vec::new();
         for version in [IpVersion::V4, IpVersion::V6] {
             all.extend(
@@ -201,7 +177,7 @@ impl Ipam {
     }
 
     /// Every block key whose value does not read, with the field and reason.
-    pub async fn invalid_blocks(&self) -> Result<Vec<InvalidBlock>, IpamError> {
+    pub(crate) async fn invalid_blocks(&self) -> Result<Vec<InvalidBlock>, IpamError> {
         let mut all = Vec::new();
         for version in [IpVersion::V4, IpVersion::V6] {
             all.extend(self.blocks(version).await?.invalid);
@@ -211,7 +187,7 @@ impl Ipam {
 
     pub(crate) async fn read_block(&self, cidr: &IpNet) -> Result<Option<StoredBlock>, IpamError> {
         let key = Key::Block { cidr: *cidr }.to_string();
-        let Some(pair) = self.store().get(&key).await? else {
+        let Some(pair) = self.datastore().get(&key).await? else {
             return Ok(None);
         };
         let stored = parse_block(&pair).map_err(|e| IpamError::Corrupt {
@@ -238,7 +214,7 @@ impl Ipam {
     where
         T: serde::de::DeserializeOwned + calico_model::Validate,
     {
-        let Some(pair) = self.store().get(&key.to_string()).await? else {
+        let Some(pair) = self.datastore().get(&key.to_string()).await? else {
             return Ok(None);
         };
         Ok(Some(Stored {
@@ -294,7 +270,44 @@ impl Ipam {
         if delta != 0 {
             handle_change(&mut txn, handle, cidr, delta);
         }
-        Ok(txn.commit(self.store()).await?)
+        Ok(txn.commit(self.datastore()).await?)
+    }
+
+    /// The cluster's IPAM settings (defaults when unset); an invalid config is an error naming
+    /// the key and field.
+    pub(crate) async fn settings(&self) -> Result<IpamSettings, IpamError> {
+        Ok(self.stored_settings().await?.0)
+    }
+
+    /// The settings and what their key was when read (absent, or its revision), remembered
+    /// as a hint; an invalid config is forgotten.
+    pub(crate) async fn stored_settings(&self) -> Result<(IpamSettings, Expect), IpamError> {
+        let key = Key::IpamConfig.to_string();
+        let read = self.datastore().get(&key).await?;
+        let parsed = match &read {
+            None => Ok((IpamSettings::default(), Expect::Absent)),
+            Some(pair) => IpamSettings::parse(&pair.value)
+                .map(|settings| (settings, Expect::ModRevision(pair.mod_revision)))
+                .map_err(|e| IpamError::Corrupt {
+                    key,
+                    reason: format!("{e}"),
+                }),
+        };
+        self.hints()
+            .config(parsed.as_ref().ok().map(|(_, expect)| *expect));
+        parsed
+    }
+
+    /// Writes the settings in Calico 1.4's JSON, refusing settings that fail
+    /// [`IpamSettings::check`] (naming the key and field).
+    pub(crate) async fn set_settings(&self, settings: &IpamSettings) -> Result<(), IpamError> {
+        let key = Key::IpamConfig.to_string();
+        settings.check().map_err(|e| IpamError::Corrupt {
+            key: key.clone(),
+            reason: e.to_string(),
+        })?;
+        self.datastore().put(&key, &settings.to_json()).await?;
+        Ok(())
     }
 }
 

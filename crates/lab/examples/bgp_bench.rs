@@ -25,7 +25,7 @@ const LOSSES: usize = 3;
 fn main() {
     let name = format!("bgpbench{}", std::process::id());
     let _down = Down(name.clone());
-    lab(&name, &["up", "--hosts", "2"]);
+    lab(&name, &["up", "--hosts", "2", "--no-flows"]);
     put(&name, "/calico/v1/policy/profile/open/rules", OPEN);
     lab(
         &name,
@@ -168,7 +168,7 @@ fn lab_path() -> String {
 /// longer routes host3's block.
 fn loss(name: &str, link_down: bool) -> f64 {
     let _down = Down(name.to_owned());
-    lab(name, &["up", "--hosts", "3"]);
+    lab(name, &["up", "--hosts", "3", "--no-flows"]);
     lab(
         name,
         &[

@@ -1,4 +1,6 @@
-//! System benchmarks on a lab (docs/benchmarks.md):
+//! System benchmarks on a lab (docs/benchmarks.md), on each firewall backend in turn: a lab
+//! whose Felixes run iptables (`NFTablesMode=Disabled`, the baseline rows), then one whose
+//! Felixes run nftables (`NFTablesMode=Enabled`):
 //!
 //! 1. policy programming latency: etcd write → the kernel lets the first packet through, with
 //!    100 local endpoints, without extra policies (the baseline) and with 2,000 policies; 200
@@ -6,11 +8,15 @@
 //!    that the samples span many checks and the tail shows whether a check holds up an update;
 //! 2. iperf3 throughput and new TCP connections per second between workloads on two hosts:
 //!    the routed path with no Calico rule on it (the baseline), through our chains with no
-//!    policy, and with 1,000 policies applying to the server; and a plain veth pair between two
-//!    namespaces for scale.
+//!    policy, and with 1,000 policies applying to the server, in three shapes (the first passes
+//!    the connection on; 1,000 that name other ports, which cannot match it; 1,000 without
+//!    ports whose source nets do not match, which a connection must walk); and a plain veth
+//!    pair between two namespaces for scale.
 //!
-//! Run as root after building the binaries in the same profile:
-//! `cargo build --release -p calico-lab -p calico-felix && cargo run --release -p calico-lab --example lab_bench`
+//! Run as root after building the binaries in the same profile
+//! (`$LAB_BENCH_BACKENDS=nftables` for one backend, `$LAB_BENCH_SAMPLES` for fewer latency
+//! samples):
+//! `cargo build --release -p calico-lab -p calico-felix -p calico-node -p calico-cni --bins --examples && target/release/examples/lab_bench`
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -26,6 +32,10 @@ const ENDPOINTS: usize = 100;
 const POLICIES: usize = 2000;
 const ACTIVE_POLICIES: usize = 1000;
 const SAMPLES: usize = 200;
+/// Seconds between drift checks while throughput is measured: the routed baseline of an
+/// nftables lab is an `accept` at the head of Felix's own forward chain, which a check would
+/// take out.
+const QUIET_REFRESH_SECS: u32 = 31_536_000;
 /// Felix's drift check period during the run (seconds): short, so that many checks fall among
 /// the samples.
 const REFRESH_SECS: u32 = 10;
@@ -54,10 +64,10 @@ fn gate(allow: bool) -> String {
 }
 
 /// Latency samples in milliseconds: write the allow, time until a connection gets through.
-async fn latencies(name: &str, store: &EtcdDatastore) -> Vec<f64> {
+async fn latencies(name: &str, store: &EtcdDatastore, samples_wanted: usize) -> Vec<f64> {
     let key = "/calico/v1/policy/tier/bench/policy/gate";
     let mut samples = Vec::new();
-    for _ in 0..SAMPLES {
+    for _ in 0..samples_wanted {
         store.put(key, &gate(false)).await.unwrap();
         lab(name, &["wait"]);
         let to = format!("{SERVER}:80");
@@ -227,11 +237,195 @@ fn plain_veth() -> PathFigures {
     figures
 }
 
-#[tokio::main]
-async fn main() {
-    let name = format!("bench{}", std::process::id());
-    let refresh = format!("IptablesRefreshInterval={REFRESH_SECS}");
-    lab(&name, &["up", "--hosts", "2", "--felix-config", &refresh]);
+/// The firewall backend of a lab's Felixes (`NFTablesMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Iptables,
+    Nftables,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Iptables => "iptables",
+            Backend::Nftables => "nftables",
+        }
+    }
+
+    fn mode(self) -> &'static str {
+        match self {
+            Backend::Iptables => "Disabled",
+            Backend::Nftables => "Enabled",
+        }
+    }
+
+    /// Both, iptables first, or those named in `$LAB_BENCH_BACKENDS` (comma-separated).
+    fn chosen() -> Vec<Backend> {
+        let only = std::env::var("LAB_BENCH_BACKENDS").unwrap_or_default();
+        let all = [Backend::Iptables, Backend::Nftables];
+        for name in only.split(',').filter(|n| !n.is_empty()) {
+            assert!(
+                all.iter().any(|b| b.name() == name),
+                "LAB_BENCH_BACKENDS={only:?}: {name:?} is not a backend (iptables, nftables)"
+            );
+        }
+        all.into_iter()
+            .filter(|b| only.is_empty() || only.split(',').any(|n| n == b.name()))
+            .collect()
+    }
+}
+
+/// The routed path with no Calico rule on it: for iptables an `ACCEPT` ahead of Felix's jump
+/// in `FORWARD` (Felix's drift check puts back only its own jump; this rule stays); for
+/// nftables, whose base chain sees the packet whatever another table decides, an `accept` at
+/// the head of Felix's own `filter-forward` (drift checks are paused meanwhile, see
+/// `QUIET_REFRESH_SECS`).
+fn bypass(state: &Lab, backend: Backend, add: bool) {
+    const TAG: &str = "lab-bench-bypass";
+    for host in &state.hosts {
+        match backend {
+            Backend::Iptables => {
+                for tool in ["iptables", "ip6tables"] {
+                    let op: &[&str] = if add {
+                        &["-I", "FORWARD", "1"]
+                    } else {
+                        &["-D", "FORWARD"]
+                    };
+                    let mut args = op.to_vec();
+                    args.extend(["-j", "ACCEPT"]);
+                    sh::in_ns(&host.netns, tool, &args).unwrap();
+                }
+            }
+            Backend::Nftables if add => {
+                let comment = format!("\"{TAG}\"");
+                let args = ["insert", "rule", "inet", "calico", "filter-forward"];
+                let mut args = args.to_vec();
+                args.extend(["accept", "comment", &comment]);
+                sh::in_ns(&host.netns, "nft", &args).unwrap();
+            }
+            Backend::Nftables => {
+                let handle = bypass_handle(&host.netns).unwrap_or_else(|| {
+                    panic!(
+                        "the bypass rule left {}'s filter-forward during the routed measurement \
+                         (a drift check ran): the routed figures are not of the bypass",
+                        host.name
+                    )
+                });
+                let args = [
+                    "delete",
+                    "rule",
+                    "inet",
+                    "calico",
+                    "filter-forward",
+                    "handle",
+                ];
+                let mut args = args.to_vec();
+                args.push(&handle);
+                sh::in_ns(&host.netns, "nft", &args).unwrap();
+            }
+        }
+    }
+}
+
+/// The handle of the nftables bypass rule, if it is there.
+fn bypass_handle(netns: &str) -> Option<String> {
+    let args = ["-a", "list", "chain", "inet", "calico", "filter-forward"];
+    let listing = sh::in_ns(netns, "nft", &args).unwrap();
+    let line = listing.lines().find(|l| l.contains("lab-bench-bypass"))?;
+    Some(line.rsplit(' ').next()?.to_owned())
+}
+
+/// How the 1,000 policies on the server are shaped; each selects the server and none allows
+/// the connection, the last (or each) passes it to the next tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Each allows one TCP port the connection does not use, then passes: the first policy a
+    /// connection meets passes it on.
+    FirstPasses,
+    /// Each allows one TCP port the connection does not use; only the last passes. iptables
+    /// walks all 1,000; nftables dispatches them by (protocol, port) and walks none of them.
+    OtherPorts,
+    /// Each allows a source net (no protocol, no port) that is not the client's; only the last
+    /// passes. Both backends walk all 1,000: they could match another connection to port 80.
+    Portless,
+}
+
+impl Shape {
+    fn row(self) -> &'static str {
+        match self {
+            Shape::FirstPasses => {
+                "routed, through our chains, 1,000 policies on the server, the first passes (`next-tier`)"
+            }
+            Shape::OtherPorts => {
+                "routed, through our chains, 1,000 policies that cannot match (each names another TCP port)"
+            }
+            Shape::Portless => {
+                "routed, through our chains, 1,000 policies a connection must walk (no ports; source nets that do not match)"
+            }
+        }
+    }
+
+    fn inbound(self, i: usize) -> String {
+        let pass = self == Shape::FirstPasses || i + 1 == ACTIVE_POLICIES;
+        let next_tier = if pass {
+            r#", {"action": "next-tier"}"#
+        } else {
+            ""
+        };
+        let allow = match self {
+            Shape::Portless => format!(
+                r#"{{"src_net": "172.{}.{}.0/24", "action": "allow"}}"#,
+                16 + i / 256,
+                i % 256
+            ),
+            _ => format!(
+                r#"{{"protocol": "tcp", "dst_ports": [{}], "action": "allow"}}"#,
+                10_000 + i
+            ),
+        };
+        format!("[{allow}{next_tier}]")
+    }
+}
+
+async fn write_active(store: &EtcdDatastore, shape: Shape) {
+    for i in 0..ACTIVE_POLICIES {
+        let value = format!(
+            r#"{{"selector": "app == \"server\"", "order": {}, "inbound_rules": {}, "outbound_rules": [{{"action": "next-tier"}}]}}"#,
+            i + 1,
+            shape.inbound(i)
+        );
+        let key = format!("/calico/v1/policy/tier/active/policy/a{i:04}");
+        store.put(&key, &value).await.unwrap();
+    }
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// What one backend's lab measured.
+struct Figures {
+    backend: Backend,
+    base: Tails,
+    loaded: Tails,
+    /// The routed baseline first.
+    paths: Vec<(&'static str, PathFigures)>,
+    /// The load average as each phase began.
+    load: Vec<(&'static str, String)>,
+}
+
+const REFRESH_KEY: &str = "/calico/v1/config/IptablesRefreshInterval";
+
+async fn run_backend(backend: Backend, samples: usize) -> Figures {
+    let mut load = vec![("lab up", load_average())];
+    let name = format!("bench{}{}", std::process::id(), &backend.name()[..1]);
+    let mode = format!("NFTablesMode={}", backend.mode());
+    lab(
+        &name,
+        &["up", "--hosts", "2", "--no-flows", "--felix-config", &mode],
+    );
     let _down = Down(name.clone());
     let state = Lab::load(&name).unwrap();
     let store = EtcdDatastore::connect(EtcdConfig {
@@ -240,6 +434,11 @@ async fn main() {
     })
     .await
     .unwrap();
+    // In etcd rather than Felix's environment, so that it can change while Felix runs.
+    store
+        .put(REFRESH_KEY, &REFRESH_SECS.to_string())
+        .await
+        .unwrap();
     let open =
         r#"{"inbound_rules": [{"action": "allow"}], "outbound_rules": [{"action": "allow"}]}"#;
     store
@@ -250,7 +449,10 @@ async fn main() {
         .put("/calico/v1/policy/tier/bench/metadata", r#"{"order": 10}"#)
         .await
         .unwrap();
-    eprintln!("adding {ENDPOINTS} workloads on host1 and a client on host2 ...");
+    eprintln!(
+        "{}: adding {ENDPOINTS} workloads on host1 and a client on host2 ...",
+        backend.name()
+    );
     let add = |host: &str, workload: &str, ip: &str, label: Option<&str>| {
         let mut args = vec![
             "workload", "add", "--host", host, "--name", workload, "--ip", ip,
@@ -267,9 +469,18 @@ async fn main() {
         let (ip, label) = (format!("10.66.2.{i}"), format!("app=filler{i}"));
         add("host1", &format!("f{i}"), &ip, Some(&label));
     }
+    let ruleset = sh::in_ns(&state.hosts[0].netns, "nft", &["list", "tables"]).unwrap();
+    let has_table = ruleset.contains("inet calico");
+    assert_eq!(
+        has_table,
+        backend == Backend::Nftables,
+        "host1's nf_tables tables ({ruleset:?}) do not fit NFTablesMode={}",
+        backend.mode()
+    );
 
+    load.push(("latency", load_average()));
     eprintln!("latency, no other policies ...");
-    let base = latencies(&name, &store).await;
+    let base = latencies(&name, &store, samples).await;
     eprintln!("writing {POLICIES} policies ...");
     for i in 0..POLICIES {
         let value = format!(
@@ -287,10 +498,12 @@ async fn main() {
             .unwrap();
     }
     lab(&name, &["wait", "--timeout-secs", "300"]);
+    load.push(("latency, 2,000 policies", load_average()));
     eprintln!("latency, {POLICIES} policies ...");
-    let loaded = latencies(&name, &store).await;
+    let loaded = latencies(&name, &store, samples).await;
     eprintln!("latencies (ms), baseline: {base:?}\nwith {POLICIES} policies: {loaded:?}");
 
+    load.push(("throughput", load_average()));
     eprintln!("throughput and connection setup rate ...");
     // The gate lets only port 80 through; iperf3 uses 5201: without it the profile allows all.
     store
@@ -301,109 +514,83 @@ async fn main() {
         .delete_prefix("/calico/v1/policy/tier/bench/policy/p")
         .await
         .unwrap();
-    lab(&name, &["wait"]);
-    lab(&name, &["exec", "server", "--", "iperf3", "-s", "-D"]);
-    std::thread::sleep(Duration::from_secs(1));
-    let veth = plain_veth();
-    // The same routed path with no Calico rule on it: an ACCEPT ahead of Felix's jump in
-    // FORWARD on both hosts (Felix's drift check puts back only its own jump; this rule stays).
-    let bypass = |add: bool| {
-        for host in &state.hosts {
-            for tool in ["iptables", "ip6tables"] {
-                let op = if add {
-                    ["-I", "FORWARD", "1"]
-                } else {
-                    ["-D", "FORWARD", ""]
-                };
-                let mut args: Vec<&str> = op.iter().copied().filter(|a| !a.is_empty()).collect();
-                args.extend(["-j", "ACCEPT"]);
-                sh::in_ns(&host.netns, tool, &args).unwrap();
-            }
-        }
-    };
-    bypass(true);
-    let routed = path(&name);
-    bypass(false);
-    let chains = path(&name);
-    // All select the server and none matches the ports used. First each ends in `next-tier`
-    // (the first one a connection meets passes it on); then only the last does, so a new
-    // connection walks all 1,000 policy chains.
-    let write_active = |every_one_passes: bool| {
-        let store = &store;
-        async move {
-            for i in 0..ACTIVE_POLICIES {
-                let pass = every_one_passes || i + 1 == ACTIVE_POLICIES;
-                let next_tier = if pass {
-                    r#", {"action": "next-tier"}"#
-                } else {
-                    ""
-                };
-                let value = format!(
-                    r#"{{"selector": "app == \"server\"", "order": {}, "inbound_rules": [{{"protocol": "tcp", "dst_ports": [{}], "action": "allow"}}{next_tier}], "outbound_rules": [{{"action": "next-tier"}}]}}"#,
-                    i + 1,
-                    10_000 + i
-                );
-                store
-                    .put(
-                        &format!("/calico/v1/policy/tier/active/policy/a{i:04}"),
-                        &value,
-                    )
-                    .await
-                    .unwrap();
-            }
-        }
-    };
-    write_active(true).await;
     store
-        .put("/calico/v1/policy/tier/active/metadata", r#"{"order": 5}"#)
+        .put(REFRESH_KEY, &QUIET_REFRESH_SECS.to_string())
         .await
         .unwrap();
-    lab(&name, &["wait", "--timeout-secs", "300"]);
-    let active = path(&name);
-    write_active(false).await;
-    lab(&name, &["wait", "--timeout-secs", "300"]);
-    let walked = path(&name);
-
-    let base = Tails::of(base).expect("baseline samples");
-    let loaded = Tails::of(loaded).expect("samples with policies");
-    let ratio = loaded.ratio(&base);
-    println!(
-        "| policy programming latency ({ENDPOINTS} local endpoints, {SAMPLES} samples, drift check every {REFRESH_SECS} s) | median | p99 | max |"
-    );
-    println!("| --- | --- | --- | --- |");
-    println!(
-        "| no other policies (baseline) | {:.1} ms | {:.1} ms | {:.1} ms |",
-        base.median, base.p99, base.max
-    );
-    println!(
-        "| {POLICIES} policies | {:.1} ms ({:.2}×) | {:.1} ms ({:.2}×) | {:.1} ms ({:.2}×) |",
-        loaded.median, ratio.median, loaded.p99, ratio.p99, loaded.max, ratio.max
-    );
-    println!();
-    println!(
-        "| path, client on host2 → server on host1 (median of {RUNS} runs, [lowest, highest]) | iperf3 Gbit/s (3 s, one stream) | × routed | new TCP connections/s ({CONN_PARALLEL} at a time, 3 s) | × routed | connect → echo: median | p99 | max |"
-    );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
-    let rows = [
-        ("plain veth pair between two namespaces", veth),
+    lab(&name, &["wait"]);
+    // Felix re-reads its configuration and restarts its timers at the new period.
+    std::thread::sleep(Duration::from_secs(3));
+    lab(&name, &["exec", "server", "--", "iperf3", "-s", "-D"]);
+    std::thread::sleep(Duration::from_secs(1));
+    bypass(&state, backend, true);
+    let routed = path(&name);
+    bypass(&state, backend, false);
+    let mut paths = vec![
         (
             "routed between two hosts, no Calico rule (baseline)",
             routed,
         ),
-        ("routed, through our chains, no policy", chains),
-        (
-            "routed, through our chains, 1,000 policies on the server, the first passes (`next-tier`)",
-            active,
-        ),
-        (
-            "routed, through our chains, 1,000 policies on the server, all walked",
-            walked,
-        ),
+        ("routed, through our chains, no policy", path(&name)),
     ];
-    for (what, p) in rows {
+    store
+        .put("/calico/v1/policy/tier/active/metadata", r#"{"order": 5}"#)
+        .await
+        .unwrap();
+    for shape in [Shape::FirstPasses, Shape::OtherPorts, Shape::Portless] {
+        write_active(&store, shape).await;
+        lab(&name, &["wait", "--timeout-secs", "300"]);
+        eprintln!("{} (load average {})", shape.row(), load_average());
+        paths.push((shape.row(), path(&name)));
+    }
+    load.push(("end", load_average()));
+    Figures {
+        backend,
+        base: Tails::of(base).expect("baseline samples"),
+        loaded: Tails::of(loaded).expect("samples with policies"),
+        paths,
+        load,
+    }
+}
+
+fn print_latency(runs: &[Figures], samples: usize) {
+    println!(
+        "| policy programming latency ({ENDPOINTS} local endpoints, {samples} samples, drift check every {REFRESH_SECS} s) | backend | median | p99 | max | p99 ÷ p99 without |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for r in runs {
+        let (b, l) = (&r.base, &r.loaded);
+        let ratio = l.ratio(b);
+        println!(
+            "| no other policies (baseline) | {} | {:.1} ms | {:.1} ms | {:.1} ms | 1 |",
+            r.backend.name(),
+            b.median,
+            b.p99,
+            b.max
+        );
+        println!(
+            "| {POLICIES} policies | {} | {:.1} ms ({:.2}×) | {:.1} ms | {:.1} ms ({:.2}×) | **{:.2}×** |",
+            r.backend.name(),
+            l.median,
+            ratio.median,
+            l.p99,
+            l.max,
+            ratio.max,
+            ratio.p99
+        );
+    }
+}
+
+fn print_paths(runs: &[Figures], veth: &PathFigures) {
+    println!();
+    println!(
+        "| path, client on host2 → server on host1 (median of {RUNS} runs, [lowest, highest]) | backend | iperf3 Gbit/s (3 s, one stream) | × routed | new TCP connections/s ({CONN_PARALLEL} at a time, 3 s) | × routed | connect → echo: median | p99 | max |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let row = |what: &str, backend: &str, p: &PathFigures, routed: &PathFigures| {
         let c = p.conns;
         println!(
-            "| {what} | {:.2} [{:.2}, {:.2}] | {:.2} | {:.0} [{:.0}, {:.0}] | {:.2} | {:.3} ms | {:.3} ms | {:.3} ms |",
+            "| {what} | {backend} | {:.2} [{:.2}, {:.2}] | {:.2} | {:.0} [{:.0}, {:.0}] | {:.2} | {:.3} ms | {:.3} ms | {:.3} ms |",
             p.gbits,
             p.gbits_range.0,
             p.gbits_range.1,
@@ -416,5 +603,51 @@ async fn main() {
             c.p99_ms,
             c.max_ms,
         );
+    };
+    let first_routed = runs[0].paths[0].1;
+    row(
+        "plain veth pair between two namespaces",
+        "—",
+        veth,
+        &first_routed,
+    );
+    let rows = runs[0].paths.len();
+    for i in 0..rows {
+        for r in runs {
+            let (what, p) = &r.paths[i];
+            row(what, r.backend.name(), p, &r.paths[0].1);
+        }
     }
+    println!();
+    for r in runs {
+        let load: Vec<String> = r
+            .load
+            .iter()
+            .map(|(phase, l)| format!("{phase} {l}"))
+            .collect();
+        println!("Load average, {}: {}.", r.backend.name(), load.join("; "));
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let started = std::time::Instant::now();
+    let samples = std::env::var("LAB_BENCH_SAMPLES")
+        .ok()
+        .map_or(SAMPLES, |v| {
+            v.parse().expect("LAB_BENCH_SAMPLES is a number")
+        });
+    eprintln!("plain veth pair (load average {}) ...", load_average());
+    let veth = plain_veth();
+    let mut runs = Vec::new();
+    for backend in Backend::chosen() {
+        runs.push(run_backend(backend, samples).await);
+    }
+    print_latency(&runs, samples);
+    print_paths(&runs, &veth);
+    println!(
+        "Run: {:.0} min, load average at the end {}.",
+        started.elapsed().as_secs_f64() / 60.0,
+        load_average()
+    );
 }

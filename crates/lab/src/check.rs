@@ -2,10 +2,10 @@
 //! reading what Felix says it has programmed (its metrics).
 
 use std::fmt::Write as _;
-use std::io::{Read, Write};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use calico_http::{Request, send_on};
 use calico_linux::{Netns, in_netns};
 
 use crate::probe::{Outcome, Target};
@@ -136,22 +136,28 @@ pub async fn applied_revision(netns: &str) -> anyhow::Result<i64> {
         .context("no felix_applied_revision in Felix's metrics")
 }
 
-/// An HTTP GET to 127.0.0.1:`port` inside a namespace; the body.
+/// An HTTP GET to 127.0.0.1:`port` inside a namespace; the body of a 200 answer.
 pub async fn fetch_in_netns(netns: &str, port: u16, path: &str) -> anyhow::Result<String> {
-    let (netns, path) = (netns.to_owned(), path.to_owned());
-    tokio::task::spawn_blocking(move || {
-        // Only the connection is made inside the namespace; the socket stays there.
-        let connect = || std::net::TcpStream::connect(("127.0.0.1", port));
-        let mut stream = in_netns(&Netns::named(netns.as_str()), connect)
-            .with_context(|| format!("nothing listens on 127.0.0.1:{port} in {netns}"))?;
-        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-        write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response)?;
-        let (_, body) = response
-            .split_once("\r\n\r\n")
-            .context("malformed HTTP response")?;
-        Ok(body.to_owned())
-    })
-    .await?
+    // Only the connection is made inside the namespace; the socket stays there.
+    let connect = || std::net::TcpStream::connect(("127.0.0.1", port));
+    let stream = in_netns(&Netns::named(netns), connect)
+        .with_context(|| format!("nothing listens on 127.0.0.1:{port} in {netns}"))?;
+    stream.set_nonblocking(true)?;
+    let stream = tokio::net::TcpStream::from_std(stream)?;
+    let authority = format!("127.0.0.1:{port}");
+    let answer = tokio::time::timeout(
+        Duration::from_secs(5),
+        send_on(stream, &authority, Request::get(path)),
+    )
+    .await
+    .with_context(|| format!("{authority} in {netns}: no answer to GET {path} within 5s"))?
+    .with_context(|| format!("GET {path} in {netns}"))?;
+    if answer.status != 200 {
+        bail!(
+            "GET {path} on {authority} in {netns}: status {}: {}",
+            answer.status,
+            answer.body.trim()
+        );
+    }
+    Ok(answer.body)
 }

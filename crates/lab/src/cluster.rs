@@ -7,8 +7,12 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use calico_datastore::EtcdDatastore;
+use calico_model::Key;
+use calico_model::pool::IpPool;
 
+use crate::cni;
 use crate::etcd;
+use crate::flows;
 use crate::logs::{log_hint, with_log_tail};
 use crate::members::{self, MAX_MEMBERS};
 use crate::openstack;
@@ -41,6 +45,10 @@ pub struct UpOptions {
     /// Also MariaDB, neutron-server, calico-neutron and a DHCP agent per host, Felix taking
     /// `tap` interfaces too, and a network for VMs ([`crate::openstack`]).
     pub openstack: bool,
+    /// The flow aggregator (calico-flows) in the fabric and every Felix sending it its flow
+    /// logs ([`crate::flows`]). `calico-lab up` turns it on unless `--no-flows`; off by default
+    /// here, so that a test's lab is what it asks for.
+    pub flows: bool,
 }
 
 impl Default for UpOptions {
@@ -55,6 +63,7 @@ impl Default for UpOptions {
             subnets: 1,
             etcd_members: 1,
             openstack: false,
+            flows: false,
         }
     }
 }
@@ -108,6 +117,7 @@ pub async fn up(name: &str, options: &UpOptions) -> anyhow::Result<Lab> {
         felix_env: felix_env(options),
         subnets: options.subnets,
         openstack: None,
+        flows_url: None,
     };
     lab.save()?;
     match build(&mut lab, options, &felix).await {
@@ -128,7 +138,11 @@ async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Resu
     let store = etcd::connect(lab)
         .await
         .with_context(|| log_hint(lab, &first))?;
-    etcd::seed(&store, options).await?;
+    seed(&store, options).await?;
+    if options.flows {
+        lab.flows_url = Some(flows::start(lab).await?);
+        lab.save()?;
+    }
     if options.openstack {
         // Started early: the schema and neutron-server take a while, the hosts meanwhile.
         openstack::start_server(lab).await?;
@@ -155,14 +169,22 @@ async fn build(lab: &mut Lab, options: &UpOptions, felix: &Path) -> anyhow::Resu
     Ok(())
 }
 
-/// Every Felix's settings: the options', and on an OpenStack lab `InterfacePrefix=cali,tap`
-/// unless the options name a prefix.
+/// Every Felix's settings: the options', on an OpenStack lab `InterfacePrefix=cali,tap`
+/// unless the options name a prefix, and with the aggregator its flow-log settings unless the
+/// options name them.
 fn felix_env(options: &UpOptions) -> Vec<(String, String)> {
     let mut env = options.felix_env.clone();
-    let named = env.iter().any(|(k, _)| k == "FELIX_INTERFACEPREFIX");
-    if options.openstack && !named {
+    let named = |env: &[(String, String)], key: &str| env.iter().any(|(k, _)| k == key);
+    if options.openstack && !named(&env, "FELIX_INTERFACEPREFIX") {
         let prefix = openstack::INTERFACE_PREFIX.to_owned();
         env.push(("FELIX_INTERFACEPREFIX".to_owned(), prefix));
+    }
+    if options.flows {
+        let own: Vec<_> = flows::felix_env()
+            .into_iter()
+            .filter(|(key, _)| !named(&env, key))
+            .collect();
+        env.extend(own);
     }
     env
 }
@@ -247,6 +269,39 @@ pub fn down(name: &str) -> anyhow::Result<Vec<String>> {
             .with_context(|| format!("cannot remove {}", dir.display()))?;
     }
     Ok(namespaces)
+}
+
+/// The route reflector cluster id the lab gives its reflectors.
+pub const RR_CLUSTER_ID: &str = "1.0.0.1";
+
+/// Writes the cluster-wide settings `up` starts with: Ready, the BGP mesh setting, the route
+/// reflectors' cluster ids and the lab's IP pools.
+pub async fn seed(store: &EtcdDatastore, options: &UpOptions) -> anyhow::Result<()> {
+    etcd::put(store, &Key::Ready, "true").await?;
+    if options.no_mesh {
+        let mesh = Key::NodeMesh { legacy: false };
+        etcd::put(store, &mesh, r#"{"enabled": false}"#).await?;
+    }
+    for reflector in &options.route_reflectors {
+        let known = (1..=options.hosts).any(|n| format!("host{n}") == *reflector);
+        if !known {
+            bail!(
+                "--route-reflector {reflector}: the lab's hosts are host1 to host{}",
+                options.hosts
+            );
+        }
+        let key = Key::RrClusterId {
+            hostname: reflector.clone(),
+        };
+        etcd::put(store, &key, RR_CLUSTER_ID).await?;
+    }
+    for pool in cni::POOLS {
+        let cidr: ipnet::IpNet = pool.parse().expect("valid pool");
+        let value = IpPool::new(cidr);
+        let value = calico_model::to_json(&value).context("the lab's pools")?;
+        etcd::put(store, &Key::Pool { cidr }, &value).await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! afterwards.
 
 mod host;
+mod narrate;
 mod resources;
 
 use std::time::Duration;
@@ -15,6 +16,7 @@ use crate::etcd::connect;
 use crate::ready::{ADD_LIMIT, wait_programmed};
 use crate::state::Lab;
 use crate::workloads::{self, WorkloadSpec};
+use narrate::say;
 use resources::{FAILSAFE, PROFILES, WEBSERVER};
 
 pub async fn run(name: &str) -> anyhow::Result<()> {
@@ -31,6 +33,7 @@ pub async fn run(name: &str) -> anyhow::Result<()> {
                 name,
                 &UpOptions {
                     hosts: 2,
+                    flows: true,
                     ..UpOptions::default()
                 },
             )
@@ -85,12 +88,10 @@ pub async fn run(name: &str) -> anyhow::Result<()> {
     let open =
         r#"{"inbound_rules": [{"action": "allow"}], "outbound_rules": [{"action": "allow"}]}"#;
     for profile in ["web", "client"] {
-        host::put(
-            &store,
-            &format!("/calico/v1/policy/profile/{profile}/rules"),
-            open,
-        )
-        .await?;
+        let key = calico_model::Key::ProfileRules {
+            profile: profile.to_owned(),
+        };
+        host::put(&store, &key, open).await?;
     }
     show(&lab, 80).await?;
 
@@ -115,14 +116,15 @@ pub async fn run(name: &str) -> anyhow::Result<()> {
     } else {
         format!("calico-lab --lab {name}")
     };
+    let console = lab
+        .flows_url
+        .as_deref()
+        .map(|url| format!("  calicoctl flows --action deny    # who was refused, and by which policy and rule\n  (the flow console: {url})\n"))
+        .unwrap_or_default();
     println!(
-        "\nThe lab stays up. Explore it:\n  eval \"$({cmd} env)\"\n  calicoctl get policy\n  calicoctl get profile db-user -o yaml\n  {cmd} check --port 5432\n  {cmd} exec frontend -- ping -c1 10.65.0.20\nTear it down: {cmd} down"
+        "\nThe lab stays up. Explore it:\n  eval \"$({cmd} env)\"\n  calicoctl get policy\n  calicoctl get profile db-user -o yaml\n{console}  {cmd} check --port 5432\n  {cmd} exec frontend -- ping -c1 10.65.0.20\nTear it down: {cmd} down"
     );
     Ok(())
-}
-
-fn say(text: &str) {
-    println!("\n\x1b[1m{text}\x1b[0m");
 }
 
 async fn show(lab: &Lab, port: u16) -> anyhow::Result<()> {

@@ -41,8 +41,9 @@ enum Cmd {
     /// Kills a host's Felix with SIGKILL and starts it again.
     RestartFelix(commands::restart_felix::Args),
     /// Stops the neutron-server of an `up --openstack` lab and starts it again as `up` did
-    /// (Calico's ML2 driver on its PYTHONPATH); returns when it answers.
-    RestartNeutron,
+    /// (Calico's ML2 driver on its PYTHONPATH); returns when it answers. With --calico-neutron,
+    /// restarts calico-neutron instead, with the arguments after `--` added.
+    RestartNeutron(commands::restart_neutron::Args),
     /// Removes every namespace, process and file of the lab (also after a crash).
     Down,
     /// Brings up a two-host cluster and walks through the seed examples, showing the matrix.
@@ -115,7 +116,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Check(args) => commands::check::run(name, args).await,
         Cmd::Wait(args) => commands::wait::run(name, args).await,
         Cmd::RestartFelix(args) => commands::restart_felix::run(name, args),
-        Cmd::RestartNeutron => commands::restart_neutron::run(name).await,
+        Cmd::RestartNeutron(args) => commands::restart_neutron::run(name, args).await,
         Cmd::Down => commands::down::run(name),
         Cmd::Demo => commands::demo::run(name).await,
         Cmd::Probe(args) => commands::probe::run(args).await,

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
+use crate::poll::poll;
 use crate::processes::{self, spawn};
-use crate::ready::poll;
 use crate::sh;
 use crate::state::{EtcdMember, FABRIC_IP, Lab};
 

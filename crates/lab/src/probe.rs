@@ -11,6 +11,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::time::timeout;
 
+/// The line the echo server prints once it listens on every port.
+pub const SERVING: &str = "echo server listening";
+
 /// Echoes TCP and UDP on every port in `ports`, on all addresses, until killed.
 pub async fn serve(ports: &[u16]) -> anyhow::Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
@@ -39,7 +42,7 @@ pub async fn serve(ports: &[u16]) -> anyhow::Result<()> {
         });
     }
     // `workload add` waits for this line (the output goes to the workload's log).
-    println!("{} on TCP and UDP ports {ports:?}", crate::ready::SERVING);
+    println!("{} on TCP and UDP ports {ports:?}", SERVING);
     while tasks.join_next().await.is_some() {}
     Ok(())
 }

@@ -12,7 +12,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::logs::log_hint;
-use crate::ready::poll;
+use crate::poll::poll;
 use crate::sh;
 use crate::state::{ETCD_PORT, EtcdMember, Host, Lab, SERVED_PORTS, Workload};
 

@@ -5,11 +5,12 @@
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::bail;
 use calico_bgp::{Session, parse_protocols};
 use calico_datastore::{Datastore, EtcdDatastore};
+use calico_model::key::Prefix;
 
 use crate::check::applied_revision;
 use crate::etcd::connect;
@@ -21,91 +22,21 @@ use crate::state::{FABRIC_IP, FABRIC_IP6, Host, Lab, Workload};
 pub const UP_LIMIT: Duration = Duration::from_secs(120);
 /// How long `workload add` waits, by default, until the workload is programmed and routed.
 pub const ADD_LIMIT: Duration = Duration::from_secs(60);
-/// How often a condition is looked at again.
-const POLL_EVERY: Duration = Duration::from_millis(20);
-/// The key whose revision marks "everything written so far" (Felix sees it and ignores it).
-const MARKER: &str = "/calico/v1/lab-sync";
+/// The name below `/calico/v1/` whose revision marks "everything written so far": no key of
+/// the data model (Felix sees it on its watch and ignores it).
+const MARKER: &str = "lab-sync";
 /// Felix's VXLAN device: a route through it is encapsulated to the workload's host.
 pub const VXLAN_DEVICE: &str = "vxlan.calico";
-/// The line the echo server prints once it listens on every port.
-pub const SERVING: &str = "echo server listening";
-
-/// Polls `check` until it yields a value or `limit` passes.
-pub async fn poll<T>(
-    what: &str,
-    limit: Duration,
-    mut check: impl FnMut() -> anyhow::Result<Option<T>>,
-) -> anyhow::Result<T> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(value) = check()? {
-            return Ok(value);
-        }
-        if Instant::now() >= deadline {
-            bail!("timed out after {limit:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// When to give up, and the limit it came from (for messages).
-#[derive(Debug, Clone, Copy)]
-pub struct Deadline {
-    at: Instant,
-    limit: Duration,
-}
-
-impl Deadline {
-    pub fn after(limit: Duration) -> Deadline {
-        Deadline {
-            at: Instant::now() + limit,
-            limit,
-        }
-    }
-
-    pub fn passed(&self) -> bool {
-        Instant::now() >= self.at
-    }
-}
-
-/// Where a condition stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Progress {
-    Done,
-    /// Not yet, and why (shown if the wait times out).
-    Waiting(String),
-}
-
-/// Polls `check` until it is done. At the deadline it fails with `what`, the last reason and
-/// the log to read; an error from `check` (a process that exited) ends the wait at once.
-pub async fn until(
-    deadline: Deadline,
-    what: &str,
-    log: &Path,
-    mut check: impl AsyncFnMut() -> anyhow::Result<Progress>,
-) -> anyhow::Result<()> {
-    loop {
-        let reason = match check().await? {
-            Progress::Done => return Ok(()),
-            Progress::Waiting(reason) => reason,
-        };
-        if deadline.passed() {
-            bail!(
-                "timed out after {:?} waiting for {what}: {reason}; see {}",
-                deadline.limit,
-                log.display()
-            );
-        }
-        tokio::time::sleep(POLL_EVERY).await;
-    }
-}
+pub use crate::poll::{Deadline, Progress, poll, until};
+pub use crate::probe::SERVING;
 
 /// Writes the marker key; its revision stands for everything written to etcd so far.
 pub async fn mark(store: &EtcdDatastore) -> anyhow::Result<i64> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    Ok(store.put(MARKER, &now.as_nanos().to_string()).await?)
+    let marker = format!("{}{MARKER}", Prefix::V1);
+    Ok(store.put(&marker, &now.as_nanos().to_string()).await?)
 }
 
 /// Waits until every host's Felix has programmed `revision` (its `felix_applied_revision`

@@ -7,7 +7,7 @@
 //! ```text
 //!  set-up: profiles soak-flow / soak-churn, tier soak; two flow workloads per host
 //!  flows (calico-lab flow --json, one per host) ──────────────────────────────► reports
-//!  route monitor (ip monitor route on every host: the flows' routes) ──────────► windows
+//!  route monitor (every host's main table over netlink: the flows' routes) ──────────► windows
 //!  plan: kill / start / partition / heal / member stop / start / add / remove / edit
 //!  end: all back ─► leader ─► every Felix programmed, every route there ─► checks
 //! ```
@@ -28,9 +28,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use calico_datastore::{Datastore, EtcdDatastore};
+use calico_model::Key;
 use serde::Serialize;
 
-use crate::etcd::connect;
+use crate::etcd::{self, connect};
 use crate::members;
 use crate::processes::{self, stop_pids};
 use crate::ready;
@@ -252,7 +253,7 @@ pub async fn run(
     say("setting up: profiles, tier, two flow workloads per host");
     let flows = chaos.set_up().await?;
     let running = flows::start(&flows, rates.duration.as_secs() + 15)?;
-    let monitor = RouteMonitor::start(&chaos.lab, &flows)?;
+    let monitor = RouteMonitor::start(&chaos.lab, &flows).await?;
     // Let every flow connect before the first fault.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
@@ -345,15 +346,15 @@ impl Chaos {
         let allow_all =
             r#"{"inbound_rules": [{"action": "allow"}], "outbound_rules": [{"action": "allow"}]}"#;
         let churn = r#"{"inbound_rules": [{"action": "allow", "protocol": "tcp", "dst_ports": [80, 443]}, {"action": "allow", "protocol": "icmp"}], "outbound_rules": [{"action": "allow"}]}"#;
-        self.store
-            .put("/calico/v1/policy/profile/soak-flow/rules", allow_all)
-            .await?;
-        self.store
-            .put("/calico/v1/policy/profile/soak-churn/rules", churn)
-            .await?;
-        self.store
-            .put("/calico/v1/policy/tier/soak/metadata", r#"{"order": 10}"#)
-            .await?;
+        let profile = |name: &str| Key::ProfileRules {
+            profile: name.to_owned(),
+        };
+        etcd::put(&self.store, &profile("soak-flow"), allow_all).await?;
+        etcd::put(&self.store, &profile("soak-churn"), churn).await?;
+        let tier = Key::TierMetadata {
+            tier: "soak".to_owned(),
+        };
+        etcd::put(&self.store, &tier, r#"{"order": 10}"#).await?;
         let hosts: Vec<String> = self.lab.hosts.iter().map(|h| h.name.clone()).collect();
         let mut pairs = Vec::new();
         for host in &hosts {
@@ -584,12 +585,15 @@ impl Chaos {
     /// Writes or deletes one of six churn policies (they select only churn workloads).
     async fn edit_policy(&mut self, pick: u64) -> anyhow::Result<String> {
         let index = pick % 6;
-        let key = format!("/calico/v1/policy/tier/soak/policy/churn-{index}");
+        let key = Key::Policy {
+            tier: "soak".to_owned(),
+            policy: format!("churn-{index}"),
+        };
         self.report.policy_edits += 1;
         let app = CHURN_APPS[(pick / 6 % 3) as usize];
         let inbound = match pick / 18 % 5 {
             0 => {
-                self.store.delete(&key).await?;
+                self.store.delete(&key.to_string()).await?;
                 return Ok(format!("deleted policy churn-{index}"));
             }
             1 => {
@@ -605,7 +609,7 @@ impl Chaos {
             r#"{{"order": {}, "selector": "role == 'churn' && app == '{app}'", "inbound_rules": {inbound}, "outbound_rules": [{{"action": "allow"}}]}}"#,
             index * 10
         );
-        self.store.put(&key, &value).await?;
+        etcd::put(&self.store, &key, &value).await?;
         Ok(format!("wrote policy churn-{index} for app {app}"))
     }
 

@@ -43,6 +43,10 @@ pub struct Lab {
     /// Neutron and its objects (`up --openstack`); `None` for a lab without OpenStack.
     #[serde(default)]
     pub openstack: Option<OpenStack>,
+    /// The flow aggregator as the caller's shell reaches it (`http://127.0.0.1:<relay port>`);
+    /// `None` for a lab without one (`up --no-flows`).
+    #[serde(default)]
+    pub flows_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -7,6 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use calico_datastore::{Datastore, EtcdDatastore};
+use calico_model::endpoint::WorkloadEndpoint;
+use calico_model::key::{Key, WorkloadEndpointId};
+use calico_model::{from_json, to_json};
 
 use crate::cni;
 use crate::etcd::connect;
@@ -81,10 +84,13 @@ pub async fn plug_workload(lab: &Lab, spec: &WorkloadSpec) -> anyhow::Result<(Wo
         netns,
         interface: String::new(),
         ips: spec.ips.clone(),
-        key: format!(
-            "/calico/v1/host/{}/workload/cni/{}/endpoint/eth0",
-            host.name, spec.name
-        ),
+        key: Key::WorkloadEndpoint(WorkloadEndpointId {
+            hostname: host.name.clone(),
+            orchestrator: "cni".to_owned(),
+            workload: spec.name.clone(),
+            endpoint: "eth0".to_owned(),
+        })
+        .to_string(),
     };
     let plugged = async {
         let result = cni::call(lab, &host, "ADD", &spec.name, &workload.netns, &spec.ips)?;
@@ -121,26 +127,19 @@ async fn label(
         .get(&workload.key)
         .await?
         .with_context(|| format!("CNI ADD wrote no endpoint at {}", workload.key))?;
-    let mut endpoint: serde_json::Value = serde_json::from_str(&pair.value)
-        .with_context(|| format!("the endpoint at {} is not JSON", workload.key))?;
+    let mut endpoint: WorkloadEndpoint = from_json(&pair.value)
+        .with_context(|| format!("the endpoint at {} does not read", workload.key))?;
     with_profiles_and_labels(&mut endpoint, spec);
-    store.put(&workload.key, &endpoint.to_string()).await?;
+    let value = to_json(&endpoint).with_context(|| workload.key.to_string())?;
+    store.put(&workload.key, &value).await?;
     Ok(())
 }
 
-fn with_profiles_and_labels(endpoint: &mut serde_json::Value, spec: &WorkloadSpec) {
+fn with_profiles_and_labels(endpoint: &mut WorkloadEndpoint, spec: &WorkloadSpec) {
     if !spec.profiles.is_empty() {
-        endpoint["profile_ids"] = serde_json::json!(spec.profiles);
+        endpoint.profile_ids = spec.profiles.clone();
     }
-    if spec.labels.is_empty() {
-        return;
-    }
-    if !endpoint["labels"].is_object() {
-        endpoint["labels"] = serde_json::json!({});
-    }
-    for (key, value) in &spec.labels {
-        endpoint["labels"][key] = serde_json::json!(value);
-    }
+    endpoint.labels.extend(spec.labels.clone());
 }
 
 /// Unplugs a workload with CNI DEL (endpoint, veth, addresses), then its processes and its
@@ -166,8 +165,8 @@ fn unplug(lab: &Lab, w: &Workload) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
-    fn cni_endpoint() -> serde_json::Value {
-        serde_json::json!({"state": "active", "name": "cali0", "profile_ids": ["lab"]})
+    fn cni_endpoint() -> WorkloadEndpoint {
+        WorkloadEndpoint::active("cali0", &["lab"], &[])
     }
 
     #[test]
@@ -186,7 +185,12 @@ mod tests {
             ..WorkloadSpec::default()
         };
         with_profiles_and_labels(&mut endpoint, &spec);
-        assert_eq!(endpoint["profile_ids"], serde_json::json!(["a", "b"]));
-        assert_eq!(endpoint["labels"], serde_json::json!({"role": "web"}));
+        assert_eq!(endpoint.profile_ids, ["a", "b"]);
+        assert_eq!(endpoint.labels, spec.labels);
+        assert!(
+            to_json(&endpoint)
+                .unwrap()
+                .contains(r#""labels":{"role":"web"}"#)
+        );
     }
 }

@@ -10,14 +10,11 @@ mod common;
 
 use std::time::Duration;
 
-use calico_lab::openstack::{
-    GATEWAY, GATEWAY6, NETWORK, PROJECT, SUBNET_CIDR, SUBNET6_CIDR, SUBNET6_NAME,
-};
+use calico_lab::openstack::{GATEWAY, GATEWAY6, NETWORK, SUBNET_CIDR, SUBNET6_CIDR, SUBNET6_NAME};
 use calico_lab::processes::pid_alive;
 use calico_testkit::eventually;
 use common::TestLab;
-use common::openstack::{Neutron, openstack_lab};
-use serde_json::json;
+use common::openstack::{Cli, Neutron, openstack_lab};
 
 /// How long calico-neutron and the agent may take to act on a port.
 const WAIT: Duration = Duration::from_secs(30);
@@ -130,22 +127,35 @@ fn up_openstack_runs_neutron_and_the_agents_and_down_removes_them() {
         );
     }
 
-    // The whole chain: a VM port on host1 → calico-neutron → etcd → host1's agent → dnsmasq.
-    let port = neutron.call(
-        "POST",
-        "/v2.0/ports",
-        Some(json!({"port": {
-            "project_id": PROJECT,
-            "network_id": openstack.network,
-            "device_owner": "compute:nova",
-            "device_id": "vm1",
-            "binding:host_id": "host1",
-            "security_groups": [openstack.security_group],
-            "fixed_ips": [{"subnet_id": openstack.subnet, "ip_address": "10.28.0.5"}],
-        }})),
-    )["port"]
-        .clone();
-    let id = port["id"].as_str().expect("port id");
+    // The operator's client works with the openrc `up` wrote: it lists the lab's network.
+    let cli = Cli::of(&lab);
+    let names = cli.run(&["network", "list", "-f", "value", "-c", "Name"]);
+    assert!(
+        names.lines().any(|n| n == NETWORK),
+        "openstack network list: {names}"
+    );
+
+    // The whole chain: a VM port on host1 made with the CLI → calico-neutron → etcd → host1's
+    // agent → dnsmasq.
+    let fixed_ip = format!("subnet={},ip-address=10.28.0.5", openstack.subnet);
+    let id = cli.id(&[
+        "port",
+        "create",
+        "--network",
+        &openstack.network,
+        "--host",
+        "host1",
+        "--device-owner",
+        "compute:nova",
+        "--device",
+        "vm1",
+        "--security-group",
+        &openstack.security_group,
+        "--fixed-ip",
+        &fixed_ip,
+        "vm1-port",
+    ]);
+    let id = id.as_str();
     let key = format!("/calico/v1/host/host1/workload/openstack/vm1/endpoint/{id}");
     eventually("the port as an endpoint in etcd", WAIT, || {
         let out = lab.etcdctl(&["get", &key, "--print-value-only"]);

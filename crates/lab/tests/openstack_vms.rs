@@ -19,8 +19,7 @@ use calico_lab::processes::pid_alive;
 use calico_lab::topology::netns_pids;
 use calico_testkit::eventually;
 use common::TestLab;
-use common::openstack::{Neutron, openstack_lab};
-use serde_json::json;
+use common::openstack::{Cli, Neutron, openstack_lab};
 
 /// How long calico-neutron, the agents, Felix and BIRD may take to act on a change.
 const WAIT: Duration = Duration::from_secs(30);
@@ -283,9 +282,9 @@ fn dual_stack_as_served(lab: &TestLab, vm: &Vm) {
 fn a_security_group_rule_opens_and_closes_a_vm() {
     let started = Instant::now();
     let lab = openstack_lab(&[]);
-    let neutron = Neutron::of(&lab);
-    let group = neutron.create("security_group", json!({"name": "egress-only"}));
-    let group_id = group["id"].as_str().expect("group id").to_owned();
+    // What an operator types: the openstack CLI with the lab's openrc.
+    let cli = Cli::of(&lab);
+    cli.id(&["security", "group", "create", "egress-only"]);
     let vm1 = boot(&lab, "host1", "vm1", &[]);
     let vm2 = boot(&lab, "host2", "vm2", &["egress-only"]);
     // Everything written so far is programmed and vm2 routed to from host1: a lost ping is the
@@ -299,30 +298,39 @@ fn a_security_group_rule_opens_and_closes_a_vm() {
     lab.wait();
     assert!(!ping(&vm1, &vm2), "vm2 (egress only) answered vm1's ping");
 
-    let rule = neutron.create(
-        "security_group_rule",
-        json!({"security_group_id": group_id, "direction": "ingress",
-               "ethertype": "IPv4", "protocol": "icmp"}),
-    );
+    let rule = cli.id(&[
+        "security",
+        "group",
+        "rule",
+        "create",
+        "--ingress",
+        "--ethertype",
+        "IPv4",
+        "--protocol",
+        "icmp",
+        "egress-only",
+    ]);
     let opened = Instant::now();
     pings_eventually(&vm1, &vm2, WAIT);
     eprintln!("ICMP allowed into vm2 after {:?}", opened.elapsed());
 
     // An ingress rule of ethertype IPv6 and nothing else: only its `ip_version` keeps it to
     // IPv6. It lets vm1's IPv6 ping in ...
-    neutron.create(
-        "security_group_rule",
-        json!({"security_group_id": group_id, "direction": "ingress", "ethertype": "IPv6"}),
-    );
+    cli.id(&[
+        "security",
+        "group",
+        "rule",
+        "create",
+        "--ingress",
+        "--ethertype",
+        "IPv6",
+        "egress-only",
+    ]);
     pings_address_eventually(&vm1, ip6(&vm2), WAIT);
 
     // ... and not IPv4: with the IPv4 ICMP rule deleted, vm2 stops answering over IPv4 and
     // still answers over IPv6.
-    let path = format!(
-        "/v2.0/security-group-rules/{}",
-        rule["id"].as_str().unwrap()
-    );
-    neutron.call("DELETE", &path, None);
+    cli.run(&["security", "group", "rule", "delete", &rule]);
     let closed = Instant::now();
     eventually("vm2 to stop answering vm1", CLOSE_WAIT, || {
         match ping(&vm1, &vm2) {
@@ -335,6 +343,18 @@ fn a_security_group_rule_opens_and_closes_a_vm() {
         ping_address(&vm1, ip6(&vm2)),
         "vm2 stopped answering over IPv6"
     );
+
+    // vm2's port moved into vm1's group (`openstack port set`; `vm boot` names the port after
+    // the VM): vm1 reaches it over IPv4 again, as a member of lab-default.
+    cli.run(&[
+        "port",
+        "set",
+        "--no-security-group",
+        "--security-group",
+        "lab-default",
+        "vm2",
+    ]);
+    pings_eventually(&vm1, &vm2, WAIT);
     eprintln!("test done in {:?}", started.elapsed());
 }
 
@@ -407,7 +427,6 @@ fn vm_delete_removes_the_endpoint_routes_and_dhcp_entry() {
 fn calico_neutron_killed_while_ports_change_is_restarted_and_converges_to_neutron() {
     let started = Instant::now();
     let lab = openstack_lab(&[]);
-    let neutron = Neutron::of(&lab);
     let openstack = lab.state().openstack.expect("an OpenStack lab");
     let vm1 = boot(&lab, "host1", "vm1", &[]);
     assert_eq!(openstack_endpoints(&lab), [vm1.endpoint_key()]);
@@ -416,14 +435,24 @@ fn calico_neutron_killed_while_ports_change_is_restarted_and_converges_to_neutro
     // another deleted.
     let sync = calico_neutron_pid(&lab).expect("calico-neutron runs");
     signal(sync, "STOP");
-    let port = neutron.create(
+    // An operator's port for a VM on host2, and vm1's port deleted, both with the CLI.
+    let cli = Cli::of(&lab);
+    let port_id = cli.id(&[
         "port",
-        json!({"network_id": openstack.network, "device_owner": "compute:nova",
-               "device_id": "vm-b", "binding:host_id": "host2",
-               "security_groups": [openstack.security_group]}),
-    );
-    let port_id = port["id"].as_str().expect("port id");
-    neutron.call("DELETE", &format!("/v2.0/ports/{}", vm1.port), None);
+        "create",
+        "--network",
+        "lab-net",
+        "--host",
+        "host2",
+        "--device-owner",
+        "compute:nova",
+        "--device",
+        "vm-b",
+        "--security-group",
+        &openstack.security_group,
+        "port-b",
+    ]);
+    cli.run(&["port", "delete", &vm1.port]);
     assert_eq!(
         openstack_endpoints(&lab),
         [vm1.endpoint_key()],

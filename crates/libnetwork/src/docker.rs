@@ -2,17 +2,16 @@
 //! `CreateNetwork` carries only the network's id, and the network is not in dockerd's API until
 //! that call has returned, so the name is looked up at the first `CreateEndpoint` and cached.
 //!
-//! One `GET /networks/<id>` over dockerd's unix socket, HTTP/1.0 so the answer is neither
-//! chunked nor kept alive: too small a need for an HTTP client crate.
+//! One `GET /networks/<id>` over dockerd's unix socket, through the workspace's HTTP client
+//! (`calico_http::unix`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use calico_http::{Request, unix};
 use serde::Deserialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::UnixStream;
 
 use crate::error::DriverError;
 
@@ -70,28 +69,15 @@ impl DockerApi {
     }
 
     async fn get(&self, path: &str) -> Result<String, DriverError> {
-        let mut stream = UnixStream::connect(&self.socket)
+        let answer = unix::send(&self.socket, Request::get(path))
             .await
-            .map_err(|e| self.error(format!("cannot connect: {e}; check --docker-socket")))?;
-        let request = format!("GET {path} HTTP/1.0\r\nHost: docker\r\n\r\n");
-        stream
-            .write_all(request.as_bytes())
-            .await
-            .map_err(|e| self.error(format!("GET {path}: {e}")))?;
-        let mut answer = Vec::new();
-        stream
-            .read_to_end(&mut answer)
-            .await
-            .map_err(|e| self.error(format!("GET {path}: {e}")))?;
-        let answer = String::from_utf8_lossy(&answer);
-        let (head, body) = answer
-            .split_once("\r\n\r\n")
-            .ok_or_else(|| self.error(format!("GET {path}: answer without a header end")))?;
-        let status = head.split_whitespace().nth(1).unwrap_or_default();
-        if status != "200" {
-            return Err(self.error(format!("GET {path}: status {status}: {}", body.trim())));
+            .map_err(|e| self.error(format!("GET {path}: {e}; check --docker-socket")))?;
+        if answer.status != 200 {
+            let status = answer.status;
+            let body = answer.body.trim();
+            return Err(self.error(format!("GET {path}: status {status}: {body}")));
         }
-        Ok(body.to_owned())
+        Ok(answer.body)
     }
 
     fn error(&self, reason: String) -> DriverError {

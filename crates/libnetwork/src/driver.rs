@@ -15,8 +15,9 @@ use calico_datastore::Datastore;
 use calico_ipam::Ipam;
 use calico_linux::{Netlink, Netns};
 use calico_model::endpoint::WorkloadEndpoint;
+use calico_model::key::Prefix;
 use calico_model::pool::IpPool;
-use calico_model::{Key, from_json, names as model_names};
+use calico_model::{IpVersion, Key, MacAddr, from_json, names as model_names};
 use calico_plumbing::Plumbed;
 
 use crate::docker::DockerApi;
@@ -43,8 +44,15 @@ pub struct Driver {
     docker: DockerApi,
     pub(crate) standbys: Standbys,
     /// What `reconcile` saw of endpoints whose veth is back in this namespace.
-    pub(crate) suspects: crate::reconcile::Suspects,
+    pub(crate) suspects: Suspects,
 }
+
+/// Endpoint keys whose veth was back in this namespace at the last reconcile pass, and since
+/// when (`reconcile` reads and updates it).
+#[derive(Debug, Default)]
+pub struct Suspects(
+    pub(crate) std::sync::Mutex<std::collections::BTreeMap<String, std::time::Instant>>,
+);
 
 impl Driver {
     pub fn new(
@@ -67,10 +75,10 @@ impl Driver {
     /// left out with a warning (Felix and IPAM do the same).
     pub(crate) async fn pools(&self) -> Result<Vec<IpPool>, DriverError> {
         let mut pools = Vec::new();
-        for version in ["v4", "v6"] {
+        for version in [IpVersion::V4, IpVersion::V6] {
             for pair in self
                 .store()
-                .list(&format!("/calico/v1/ipam/{version}/pool/"))
+                .list(&Prefix::PoolsOf(version).to_string())
                 .await?
             {
                 match from_json::<IpPool>(&pair.value) {
@@ -107,8 +115,17 @@ impl Driver {
 
     /// The network's profile, created if absent; an existing one is the operator's and stays.
     async fn ensure_profile(&self, profile: &str) -> Result<(), DriverError> {
-        for (key, value) in crate::endpoint::default_profile(profile) {
-            self.store().put_if_absent(&key, &value).await?;
+        let (tags, rules) = calico_model::profile::network_default(profile);
+        let name = profile.to_owned();
+        let tags_key = Key::ProfileTags {
+            profile: name.clone(),
+        };
+        let rules_key = Key::ProfileRules { profile: name };
+        for (key, value) in [
+            (&tags_key, DriverError::value_of(&tags_key, &tags)?),
+            (&rules_key, DriverError::value_of(&rules_key, &rules)?),
+        ] {
+            self.store().put_if_absent(&key.to_string(), &value).await?;
         }
         Ok(())
     }
@@ -176,8 +193,9 @@ impl Driver {
             endpoint: container.name.clone(),
             reason: "the new veth end has no MAC address".to_owned(),
         })?;
-        let value =
-            crate::endpoint::endpoint_json(&host.name, mac, &record.profile, &record.addresses);
+        let endpoint =
+            crate::endpoint::endpoint(&host.name, MacAddr(mac), &record.profile, &record.addresses);
+        let value = DriverError::value_of(key, &endpoint)?;
         let v6_gateway = match routes.v6 {
             true => Some(crate::plumb::host_link_local(&self.netlink, host).await?),
             false => None,

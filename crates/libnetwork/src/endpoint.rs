@@ -4,11 +4,11 @@
 use std::net::{IpAddr, Ipv6Addr};
 
 use calico_linux::Family;
+use calico_model::MacAddr;
 use calico_model::endpoint::WorkloadEndpoint;
 use calico_model::pool::IpPool;
 use calico_plumbing::{Gateway, gateway_routes};
 use ipnet::IpNet;
-use serde_json::json;
 
 use crate::api::{
     CreateEndpointRequest, CreateNetworkRequest, InterfaceName, JoinResponse, StaticRoute,
@@ -65,7 +65,7 @@ pub fn check_network(request: &CreateNetworkRequest, pools: &[IpPool]) -> Result
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointSpec {
     pub addresses: Vec<IpAddr>,
-    pub mac: Option<[u8; 6]>,
+    pub mac: Option<MacAddr>,
 }
 
 impl EndpointSpec {
@@ -101,6 +101,12 @@ impl EndpointSpec {
     }
 }
 
+/// Docker's `Interface.MacAddress`, for the container's interface.
+fn parse_mac(text: &str) -> Result<MacAddr, DriverError> {
+    MacAddr::parse_unicast(text)
+        .map_err(|reason| DriverError::invalid("Interface.MacAddress", text, reason))
+}
+
 fn address(field: &'static str, text: &str) -> Result<Option<IpAddr>, DriverError> {
     if text.is_empty() {
         return Ok(None);
@@ -114,62 +120,13 @@ fn address(field: &'static str, text: &str) -> Result<Option<IpAddr>, DriverErro
     Ok(Some(ip))
 }
 
-/// `aa:bb:cc:dd:ee:ff`.
-pub fn parse_mac(text: &str) -> Result<[u8; 6], DriverError> {
-    let bad = || DriverError::invalid("Interface.MacAddress", text, "not a MAC address");
-    let parts: Vec<&str> = text.split(':').collect();
-    if parts.len() != 6 {
-        return Err(bad());
-    }
-    let mut mac = [0u8; 6];
-    for (byte, part) in mac.iter_mut().zip(parts) {
-        *byte = u8::from_str_radix(part, 16).map_err(|_| bad())?;
-    }
-    Ok(mac)
-}
-
-pub fn format_mac(mac: [u8; 6]) -> String {
-    mac.map(|b| format!("{b:02x}")).join(":")
-}
-
 /// The endpoint's value (seed 003): active, the host side's name, the container's MAC, its
 /// addresses as /32 and /128, and the network's profile.
-pub fn endpoint_json(veth: &str, mac: [u8; 6], profile: &str, addresses: &[IpAddr]) -> String {
-    let nets = |v4: bool| -> Vec<String> {
-        addresses
-            .iter()
-            .filter(|ip| ip.is_ipv4() == v4)
-            .map(|ip| IpNet::from(*ip).to_string())
-            .collect()
-    };
-    json!({
-        "state": "active",
-        "name": veth,
-        "mac": format_mac(mac),
-        "profile_ids": [profile],
-        "ipv4_nets": nets(true),
-        "ipv6_nets": nets(false),
-    })
-    .to_string()
-}
-
-/// The network's profile as calico-containers made it: tagged with the network's name, inbound
-/// from that tag, all outbound. Keys and values, tags first.
-pub fn default_profile(network: &str) -> [(String, String); 2] {
-    let tags = calico_model::Key::ProfileTags {
-        profile: network.to_owned(),
-    };
-    let rules = calico_model::Key::ProfileRules {
-        profile: network.to_owned(),
-    };
-    let rules_value = json!({
-        "inbound_rules": [{"action": "allow", "src_tag": network}],
-        "outbound_rules": [{"action": "allow"}],
-    });
-    [
-        (tags.to_string(), json!([network]).to_string()),
-        (rules.to_string(), rules_value.to_string()),
-    ]
+pub fn endpoint(veth: &str, mac: MacAddr, profile: &str, addresses: &[IpAddr]) -> WorkloadEndpoint {
+    WorkloadEndpoint {
+        mac: Some(mac),
+        ..WorkloadEndpoint::active(veth, &[profile], addresses)
+    }
 }
 
 /// The routes a joining endpoint brings into its sandbox: a family's routes come with the

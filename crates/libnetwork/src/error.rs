@@ -38,12 +38,29 @@ pub enum DriverError {
     Netlink(#[from] NetlinkError),
     #[error("kernel: {0}")]
     Plumbing(#[from] PlumbingError),
+    /// A value the data model refuses to have written at `key` (the field and the reason).
+    #[error("{key}: {source}")]
+    Model {
+        key: String,
+        source: calico_model::ValidationError,
+    },
     /// dockerd's API (asked for a network's name) did not answer as expected.
     #[error("docker api at {socket}: {reason}")]
     Docker { socket: String, reason: String },
 }
 
 impl DriverError {
+    /// The model's JSON for a value the driver writes at `key`.
+    pub fn value_of<T>(key: impl std::fmt::Display, value: &T) -> Result<String, DriverError>
+    where
+        T: serde::Serialize + calico_model::Validate + Clone,
+    {
+        calico_model::to_json(value).map_err(|source| DriverError::Model {
+            key: key.to_string(),
+            source,
+        })
+    }
+
     /// A refused field value.
     pub fn invalid(
         field: &'static str,

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
+use calico_daemon::{Daemon, Task, shutdown};
 use calico_datastore::connect_retrying;
 use calico_libnetwork::docker::DockerApi;
 use calico_libnetwork::{Args, Driver, logging, reconcile, server};
@@ -12,32 +13,10 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let filter = match logging::filter(std::env::var(logging::VARIABLE).ok().as_deref()) {
-        Ok(filter) => filter,
-        Err(e) => {
-            eprintln!("calico-libnetwork: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .init();
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("calico-libnetwork: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    let filter = logging::filter(std::env::var(logging::VARIABLE).ok().as_deref());
+    Daemon::new("calico-libnetwork")
+        .log_filter(filter)
+        .run(run(args))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
@@ -71,7 +50,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     // Leftovers of an earlier driver or dockerd, now and every interval; aborted on return.
     let interval = args.reconcile_interval;
-    let _reconcile = AbortOnDrop(tokio::spawn(reconcile::run(driver.clone(), interval)));
+    let _reconcile = Task::spawn(reconcile::run(driver.clone(), interval));
     server::serve(driver, &sockets, shutdown())
         .await
         .with_context(|| {
@@ -83,28 +62,4 @@ async fn run(args: Args) -> anyhow::Result<()> {
         })?;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// SIGTERM or SIGINT.
-async fn shutdown() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-}
-
-/// Aborts a spawned task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use calico_model::key::{Key, WorkloadEndpointId};
+use calico_model::key::{Key, Prefix, WorkloadEndpointId};
 use calico_model::names;
 
 use crate::error::DriverError;
@@ -71,7 +71,11 @@ pub fn endpoint_key(hostname: &str, workload: &str, endpoint_id: &str) -> Result
 
 /// The prefix of this host's Docker endpoint keys.
 pub fn host_endpoints_prefix(hostname: &str) -> String {
-    format!("/calico/v1/host/{hostname}/workload/{ORCHESTRATOR}/")
+    Prefix::Workloads {
+        hostname: hostname.to_owned(),
+        orchestrator: ORCHESTRATOR.to_owned(),
+    }
+    .to_string()
 }
 
 /// The prefix of every IPAM handle this driver creates.

@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::endpoint::{EndpointSpec, format_mac, parse_mac};
+use calico_model::MacAddr;
+use calico_model::key::Prefix;
+
+use crate::endpoint::EndpointSpec;
 use crate::error::DriverError;
 
 /// How long a pending endpoint waits for its `Join`.
@@ -20,7 +23,10 @@ pub const PENDING_TTL: Duration = Duration::from_secs(600);
 
 /// The prefix of this host's pending endpoints.
 pub fn host_prefix(hostname: &str) -> String {
-    format!("/calico/libnetwork/v1/host/{hostname}/pending/")
+    Prefix::DockerPending {
+        hostname: hostname.to_owned(),
+    }
+    .to_string()
 }
 
 /// The key of one pending endpoint.
@@ -35,7 +41,7 @@ pub struct Pending {
     pub profile: String,
     pub addresses: Vec<IpAddr>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mac: Option<String>,
+    pub mac: Option<MacAddr>,
 }
 
 impl Pending {
@@ -44,7 +50,7 @@ impl Pending {
             network_id: network_id.to_owned(),
             profile: profile.to_owned(),
             addresses: spec.addresses.clone(),
-            mac: spec.mac.map(format_mac),
+            mac: spec.mac,
         }
     }
 
@@ -60,10 +66,9 @@ impl Pending {
     }
 
     pub fn spec(&self) -> Result<EndpointSpec, DriverError> {
-        let mac = self.mac.as_deref().map(parse_mac).transpose()?;
         Ok(EndpointSpec {
             addresses: self.addresses.clone(),
-            mac,
+            mac: self.mac,
         })
     }
 }
@@ -76,7 +81,7 @@ mod tests {
     fn a_pending_endpoint_round_trips() {
         let spec = EndpointSpec {
             addresses: vec!["10.65.0.5".parse().unwrap(), "fd80::5".parse().unwrap()],
-            mac: Some([0xee, 0, 0, 0, 0, 1]),
+            mac: Some(MacAddr([0xee, 0, 0, 0, 0, 1])),
         };
         let pending = Pending::new("42dd", "net1", &spec);
         let json = pending.to_json();

@@ -8,6 +8,7 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::time::Duration;
 
 use calico_linux::{Link, Netlink, Netns};
+use calico_model::MacAddr;
 use calico_plumbing::{Attachment, Plumbed, RoutePlacement, execute, veth_plan};
 
 use crate::error::DriverError;
@@ -17,7 +18,7 @@ use crate::names::VethNames;
 /// the host side, and sets the container end's MAC when one is asked; returns both ends.
 pub async fn create(
     names: &VethNames,
-    mac: Option<[u8; 6]>,
+    mac: Option<MacAddr>,
     addresses: &[IpAddr],
 ) -> Result<Plumbed, DriverError> {
     let joining = Attachment {

@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use calico_model::endpoint::WorkloadEndpoint;
@@ -42,10 +42,6 @@ pub struct Collected {
     pub veths: Vec<String>,
     pub addresses: Vec<IpAddr>,
 }
-
-/// Endpoint keys whose veth was back in this namespace at the last pass, and since when.
-#[derive(Debug, Default)]
-pub struct Suspects(Mutex<BTreeMap<String, Instant>>);
 
 /// Whether an endpoint's container is there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

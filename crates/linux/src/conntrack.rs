@@ -461,7 +461,7 @@ mod tests {
             (parsed[0].kind, parsed[0].seq),
             ((NFNL_SUBSYS_CTNETLINK << 8) | 1, 9)
         );
-        let entry = entry(&parsed[0].payload).unwrap();
+        let entry = entry(parsed[0].payload).unwrap();
         assert_eq!(entry.original, original);
         assert_eq!(entry.zone.as_deref(), Some(&zone[..6]), "unpadded");
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
@@ -487,7 +487,7 @@ mod tests {
         );
         for cut in 0..message.len() {
             for m in messages(&message[..cut]) {
-                let _ = entry(&m.payload);
+                let _ = entry(m.payload);
             }
         }
         assert!(

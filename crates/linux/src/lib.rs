@@ -24,9 +24,9 @@ pub use conntrack::{Connection, ConntrackError, Tuple, connections, flush_conntr
 pub use ipset::Ipset;
 pub use iptables::{Family, Iptables};
 pub use rtnl::{
-    FdbEntry, GatewayRoute, Link, LinkEvent, LinkEvents, Neighbour, Netlink, NetlinkError,
-    PolicyRule, ROUTE_PROTOCOL, Route, TUNNEL_ROUTE_PROTOCOL, TableRoute, TunnelRoute, VxlanDevice,
-    in_netns,
+    FdbEntry, GatewayRoute, Link, LinkEvent, LinkEvents, MainRoute, Neighbour, Netlink,
+    NetlinkError, PolicyRule, ROUTE_PROTOCOL, Route, RouteEvent, RouteEvents,
+    TUNNEL_ROUTE_PROTOCOL, TableRoute, TunnelRoute, VxlanDevice, in_netns,
 };
 pub use seams::{FirewallTables, IpSets};
 pub use sysctl::{SysctlError, get_sysctl, set_sysctl, workload_interface_sysctls};

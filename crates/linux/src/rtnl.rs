@@ -23,10 +23,12 @@ use rtnetlink::{Handle, MulticastGroup, RouteMessageBuilder};
 
 use crate::Netns;
 
+mod monitor;
 mod plumb;
 mod routes;
 mod rules;
 mod tunnel;
+pub use monitor::{MainRoute, RouteEvent, RouteEvents};
 pub use plumb::GatewayRoute;
 pub use routes::TableRoute;
 pub use rules::PolicyRule;
@@ -399,35 +401,46 @@ fn enlarge_receive_buffer(socket: &rtnetlink::sys::Socket) {
     }
 }
 
+/// The rtnetlink notifications of a subscription, as they arrive.
+type Notifications = futures::channel::mpsc::UnboundedReceiver<(
+    NetlinkMessage<RouteNetlinkMessage>,
+    rtnetlink::sys::SocketAddr,
+)>;
+
+/// Subscribes to `groups` of a namespace's rtnetlink notifications (inside a tokio runtime);
+/// the subscription ends when its receiver is dropped.
+fn subscribe(netns: &Netns, groups: &[MulticastGroup]) -> Result<Notifications, NetlinkError> {
+    let runtime = tokio::runtime::Handle::current();
+    let (mut connection, _handle, messages) = in_netns(netns, || {
+        let _entered = runtime.enter();
+        rtnetlink::new_multicast_connection(groups)
+    })
+    .map_err(|e| NetlinkError::Open {
+        netns: describe(netns),
+        reason: e.to_string(),
+    })?;
+    enlarge_receive_buffer(connection.socket_mut().socket_ref());
+    tokio::spawn(connection);
+    Ok(messages)
+}
+
 /// Link additions, changes and removals, and address changes, in a namespace.
 #[derive(Debug)]
 pub struct LinkEvents {
-    messages: futures::channel::mpsc::UnboundedReceiver<(
-        NetlinkMessage<RouteNetlinkMessage>,
-        rtnetlink::sys::SocketAddr,
-    )>,
+    messages: Notifications,
 }
 
 impl LinkEvents {
     /// Subscribes to the namespace's link notifications. Call inside a tokio runtime.
     pub fn subscribe(netns: &Netns) -> Result<LinkEvents, NetlinkError> {
-        let runtime = tokio::runtime::Handle::current();
-        let (connection, _handle, messages) = in_netns(netns, || {
-            let _entered = runtime.enter();
-            rtnetlink::new_multicast_connection(&[
-                MulticastGroup::Link,
-                MulticastGroup::Ipv4Ifaddr,
-                MulticastGroup::Ipv6Ifaddr,
-            ])
+        let groups = [
+            MulticastGroup::Link,
+            MulticastGroup::Ipv4Ifaddr,
+            MulticastGroup::Ipv6Ifaddr,
+        ];
+        Ok(LinkEvents {
+            messages: subscribe(netns, &groups)?,
         })
-        .map_err(|e| NetlinkError::Open {
-            netns: describe(netns),
-            reason: e.to_string(),
-        })?;
-        let mut connection = connection;
-        enlarge_receive_buffer(connection.socket_mut().socket_ref());
-        tokio::spawn(connection);
-        Ok(LinkEvents { messages })
     }
 
     /// The next event; `None` once the socket is closed.

@@ -157,7 +157,11 @@ async fn connections_carry_their_packet_and_byte_counters() {
     ns.run_ok("ip", &["link", "set", "lo", "up"], "");
     ns.run_ok("sysctl", &["-w", "net.netfilter.nf_conntrack_acct=1"], "");
     // A rule that needs connection tracking, so the namespace tracks connections.
-    ns.run_ok("iptables", &["-A", "INPUT", "-m", "conntrack", "--ctstate", "NEW"], "");
+    ns.run_ok(
+        "iptables",
+        &["-A", "INPUT", "-m", "conntrack", "--ctstate", "NEW"],
+        "",
+    );
     let netns = Netns::named(ns.name());
     in_netns(&netns, || {
         let listener = TcpListener::bind(("127.0.0.1", 8090))?;

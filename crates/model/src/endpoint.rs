@@ -11,15 +11,14 @@
 //! - An interface name is what the kernel accepts: 1-15 bytes, no `/`, `:`, whitespace or
 //!   control characters, not `.` or `..`.
 
-use std::fmt;
 use std::net::IpAddr;
-use std::str::FromStr;
 
 use ipnet::IpNet;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Validate, ValidationError};
 use crate::labels::{LabelMap, validate_labels};
+pub use crate::mac::MacAddr;
 use crate::names::validate_profile_id;
 use crate::rule::{IpVersion, net};
 
@@ -65,6 +64,33 @@ pub struct WorkloadEndpoint {
     pub ipv6_gateway: Option<IpAddr>,
     #[serde(skip_serializing_if = "LabelMap::is_empty")]
     pub labels: LabelMap,
+}
+
+impl WorkloadEndpoint {
+    /// An active endpoint on host interface `name` with `profiles` and the addresses
+    /// `addresses` (each as a /32 or /128); everything else unset.
+    pub fn active(name: &str, profiles: &[&str], addresses: &[IpAddr]) -> WorkloadEndpoint {
+        let nets = |v4: bool| {
+            addresses
+                .iter()
+                .filter(|ip| ip.is_ipv4() == v4)
+                .map(|ip| IpNet::from(*ip))
+                .collect()
+        };
+        WorkloadEndpoint {
+            state: EndpointState::Active,
+            name: name.to_owned(),
+            mac: None,
+            profile_ids: profiles.iter().map(|p| (*p).to_owned()).collect(),
+            ipv4_nets: nets(true),
+            ipv6_nets: nets(false),
+            ipv4_nat: Vec::new(),
+            ipv6_nat: Vec::new(),
+            ipv4_gateway: None,
+            ipv6_gateway: None,
+            labels: LabelMap::default(),
+        }
+    }
 }
 
 /// The JSON as written, including the legacy `profile_id`.
@@ -266,49 +292,4 @@ fn check_nat(
         }
     }
     Ok(())
-}
-
-/// A 48-bit MAC address. Parsed from six two-digit hex bytes separated by `:` or `-` (either
-/// case); displayed and serialised in lowercase colon form, `aa:bb:cc:dd:ee:ff`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MacAddr(pub [u8; 6]);
-
-impl FromStr for MacAddr {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<MacAddr, String> {
-        let error = || format!("invalid MAC address {text:?}: expected the form aa:bb:cc:dd:ee:ff");
-        let separator = if text.contains('-') { '-' } else { ':' };
-        let mut bytes = [0u8; 6];
-        let mut parts = text.split(separator);
-        for byte in &mut bytes {
-            let is_hex = |p: &&str| p.len() == 2 && p.bytes().all(|b| b.is_ascii_hexdigit());
-            let part = parts.next().filter(is_hex).ok_or_else(error)?;
-            *byte = u8::from_str_radix(part, 16).map_err(|_| error())?;
-        }
-        match parts.next() {
-            Some(_) => Err(error()),
-            None => Ok(MacAddr(bytes)),
-        }
-    }
-}
-
-impl fmt::Display for MacAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let [a, b, c, d, e, g] = self.0;
-        write!(f, "{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{g:02x}")
-    }
-}
-
-impl Serialize for MacAddr {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for MacAddr {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
 }

@@ -1,6 +1,7 @@
 //! Validation errors that name the field and the reason, and the one entry point that turns JSON
 //! text into a validated object.
 
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// Why an object was refused: the field path (`inbound_rules[0].dst_ports`, empty for the object
@@ -71,6 +72,15 @@ pub fn from_json<T: DeserializeOwned + Validate>(raw: &str) -> Result<T, Validat
         .map_err(|e| ValidationError::object(format!("invalid JSON: {e}")))?;
     value.validate()?;
     Ok(value)
+}
+
+/// The JSON of an object the system writes, validated (and normalised) first exactly as
+/// [`from_json`] validates it when read back: a writer never stores what a reader refuses, and
+/// the error names the field and the reason.
+pub fn to_json<T: Serialize + Validate + Clone>(value: &T) -> Result<String, ValidationError> {
+    let mut checked = value.clone();
+    checked.validate()?;
+    serde_json::to_string(&checked).map_err(|e| ValidationError::object(e.to_string()))
 }
 
 fn json_error(err: serde_path_to_error::Error<serde_json::Error>) -> ValidationError {

@@ -9,6 +9,8 @@
 //! - Felix status keys follow Felix 1.x: `/calico/felix/v1/host/<h>/status`,
 //!   `.../last_reported_status` and per-endpoint status below the same host prefix.
 
+pub mod prefix;
+
 use std::fmt;
 use std::net::IpAddr;
 
@@ -17,6 +19,8 @@ use ipnet::IpNet;
 use crate::error::ValidationError;
 use crate::names;
 use crate::rule::IpVersion;
+
+pub use prefix::Prefix;
 
 /// A workload endpoint's identity:
 /// `/calico/v1/host/<hostname>/workload/<orchestrator>/<workload>/endpoint/<endpoint>`.
@@ -100,6 +104,13 @@ pub enum Key {
     },
     /// `/calico/v1/policy/tier/<tier>/policy/<policy>` (`tier` may be `default`).
     Policy {
+        tier: String,
+        policy: String,
+    },
+    /// `/calico/v1/policy/tier/<tier>/stagedpolicy/<policy>`: a staged policy (ours, not in
+    /// the seeds): a policy's JSON, evaluated without enforcing (its verdicts only reach the
+    /// flow logs).
+    StagedPolicy {
         tier: String,
         policy: String,
     },
@@ -225,7 +236,7 @@ impl Key {
             | Key::ProfileTags { profile }
             | Key::ProfileLabels { profile } => names::validate_profile_id(profile),
             Key::TierMetadata { tier } => names::validate_tier_name(tier),
-            Key::Policy { tier, policy } => {
+            Key::Policy { tier, policy } | Key::StagedPolicy { tier, policy } => {
                 names::validate_tier_name(tier)?;
                 names::validate_policy_id(policy)
             }
@@ -250,6 +261,7 @@ impl Key {
             Key::ProfileLabels { .. } => "profile labels",
             Key::TierMetadata { .. } => "tier metadata",
             Key::Policy { .. } => "policy",
+            Key::StagedPolicy { .. } => "staged policy",
             Key::Pool { .. } => "IP pool",
             Key::Block { .. } => "IPAM block",
             Key::Handle { .. } => "IPAM handle",
@@ -321,6 +333,10 @@ fn parse_v1(segments: &[&str]) -> Result<Key, String> {
         }
         ["policy", "tier", tier, "metadata"] => Key::TierMetadata { tier: owned(tier) },
         ["policy", "tier", tier, "policy", policy] => Key::Policy {
+            tier: owned(tier),
+            policy: owned(policy),
+        },
+        ["policy", "tier", tier, "stagedpolicy", policy] => Key::StagedPolicy {
             tier: owned(tier),
             policy: owned(policy),
         },
@@ -535,7 +551,7 @@ fn ip_segment(version: IpVersion) -> &'static str {
     }
 }
 
-fn v_segment(version: IpVersion) -> &'static str {
+pub(crate) fn v_segment(version: IpVersion) -> &'static str {
     match version {
         IpVersion::V4 => "v4",
         IpVersion::V6 => "v6",
@@ -575,6 +591,9 @@ impl fmt::Display for Key {
             Key::ProfileLabels { profile } => write!(f, "{V1}/policy/profile/{profile}/labels"),
             Key::TierMetadata { tier } => write!(f, "{V1}/policy/tier/{tier}/metadata"),
             Key::Policy { tier, policy } => write!(f, "{V1}/policy/tier/{tier}/policy/{policy}"),
+            Key::StagedPolicy { tier, policy } => {
+                write!(f, "{V1}/policy/tier/{tier}/stagedpolicy/{policy}")
+            }
             Key::Pool { cidr } => {
                 let family = v_segment(IpVersion::of_net(cidr));
                 write!(f, "{V1}/ipam/{family}/pool/{}", format_key_cidr(cidr))

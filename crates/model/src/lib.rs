@@ -13,6 +13,7 @@
 //! | `status` | what Felix reports back |
 //! | `flow` | flow records: what Felix reports to the flow aggregator (not stored in etcd) |
 //! | `tunnel` | a host's VXLAN tunnel endpoint |
+//! | `mac` | `MacAddr`: the one MAC address type (parse, print, unicast, EUI-64 link-local) |
 //! | `names` | the rules for ids and key segments |
 //! | `error` | `ValidationError` (field path + reason), `from_json` for every object, and `invalid_warning`: the one WARNING line for a value treated as missing |
 //! | `selector` | the selector language: parser, evaluator, canonical form |
@@ -25,6 +26,7 @@ pub mod flow;
 pub mod ipam;
 pub mod key;
 pub mod labels;
+pub mod mac;
 pub mod names;
 pub mod policy;
 pub mod pool;
@@ -35,7 +37,8 @@ pub mod status;
 pub mod tunnel;
 pub mod value;
 
-pub use error::{Validate, ValidationError, from_json, invalid_warning};
+pub use error::{Validate, ValidationError, from_json, invalid_warning, to_json};
 pub use key::Key;
+pub use mac::MacAddr;
 pub use rule::IpVersion;
 pub use value::{Value, parse_value};

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Validate, ValidationError};
 use crate::names::validate_tag;
+use crate::rule::{Action, Rule};
 
 pub use crate::labels::ProfileLabels;
 pub use crate::rule::ProfileRules;
@@ -29,9 +30,35 @@ impl Validate for ProfileTags {
     }
 }
 
+/// The profile calico-containers gave each network, which the CNI plugin and the Docker driver
+/// create for a network that has none: tagged with the network's name, inbound allowed from
+/// that tag, everything outbound allowed.
+pub fn network_default(network: &str) -> (ProfileTags, ProfileRules) {
+    let from_network = Rule {
+        action: Action::Allow,
+        src_tag: Some(network.to_owned()),
+        ..Rule::default()
+    };
+    let rules = ProfileRules {
+        inbound_rules: vec![from_network],
+        outbound_rules: vec![Rule::default()],
+    };
+    (ProfileTags(vec![network.to_owned()]), rules)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_networks_default_profile_is_calico_containers() {
+        let (tags, rules) = network_default("net1");
+        assert_eq!(crate::to_json(&tags).unwrap(), r#"["net1"]"#);
+        assert_eq!(
+            crate::to_json(&rules).unwrap(),
+            r#"{"inbound_rules":[{"src_tag":"net1","action":"allow"}],"outbound_rules":[{"action":"allow"}]}"#
+        );
+    }
 
     #[test]
     fn tags_name_the_bad_entry() {

@@ -173,12 +173,6 @@ impl Rule {
     }
 }
 
-impl Validate for Rule {
-    fn validate(&mut self) -> Result<(), ValidationError> {
-        check::check(self)
-    }
-}
-
 /// Validates each rule of a list, naming the failing one: `inbound_rules[2].dst_ports`.
 pub fn validate_rules(rules: &mut [Rule], field: &str) -> Result<(), ValidationError> {
     for (index, rule) in rules.iter_mut().enumerate() {

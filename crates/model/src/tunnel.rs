@@ -12,8 +12,8 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
-use crate::endpoint::MacAddr;
 use crate::error::{Validate, ValidationError};
+use crate::mac::MacAddr;
 
 /// One host's VXLAN tunnel endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -32,6 +32,8 @@ pub enum Value {
     ProfileLabels(ProfileLabels),
     TierMetadata(TierMetadata),
     Policy(Box<Policy>),
+    /// A staged policy: a policy's fields; never untracked.
+    StagedPolicy(Box<Policy>),
     Pool(IpPool),
     Block(Box<AllocationBlock>),
     Handle(AllocationHandle),
@@ -64,6 +66,7 @@ pub fn parse_value(key: &Key, raw: &str) -> Result<Value, ValidationError> {
         Key::ProfileLabels { .. } => Value::ProfileLabels(from_json(raw)?),
         Key::TierMetadata { .. } => Value::TierMetadata(from_json(raw)?),
         Key::Policy { .. } => Value::Policy(Box::new(from_json(raw)?)),
+        Key::StagedPolicy { .. } => Value::StagedPolicy(Box::new(parse_staged(raw)?)),
         Key::Pool { cidr } => {
             let pool: IpPool = from_json(raw)?;
             same("cidr", &pool.cidr, cidr)?;
@@ -100,6 +103,20 @@ pub fn parse_value(key: &Key, raw: &str) -> Result<Value, ValidationError> {
             Value::EndpointStatus(from_json(raw)?)
         }
     })
+}
+
+/// A staged policy: a policy, evaluated only where tracked policies are (the filter table), so
+/// `untracked` is refused rather than ignored.
+fn parse_staged(raw: &str) -> Result<Policy, ValidationError> {
+    let policy: Policy = from_json(raw)?;
+    if policy.untracked {
+        return Err(ValidationError::new(
+            "untracked",
+            "a staged policy cannot be untracked (staged policies are evaluated with the \
+             tracked policies only); remove untracked or stage it as a tracked policy",
+        ));
+    }
+    Ok(policy)
 }
 
 /// The value names the same thing as the key.

@@ -131,6 +131,33 @@ fn profiles_tiers_and_policies() {
 }
 
 #[test]
+fn staged_policies_live_beside_the_policies_of_their_tier() {
+    let key = parsed("/calico/v1/policy/tier/my-tier/stagedpolicy/lockdown");
+    assert_eq!(
+        key,
+        Key::StagedPolicy {
+            tier: "my-tier".into(),
+            policy: "lockdown".into()
+        }
+    );
+    assert_eq!(key.kind(), "staged policy");
+    assert_ne!(
+        key,
+        parsed("/calico/v1/policy/tier/my-tier/policy/lockdown"),
+        "a staged policy and a policy of the same name are two objects"
+    );
+    refused(
+        "/calico/v1/policy/tier/t/stagedpolicy/p@1",
+        "invalid policy id",
+    );
+    refused(
+        "/calico/v1/policy/tier/a+b/stagedpolicy/p",
+        "invalid tier name",
+    );
+    refused("/calico/v1/policy/tier/t/stagedpolicy", "not a key");
+}
+
+#[test]
 fn pools_in_both_versions() {
     let v4 = parsed("/calico/v1/ipam/v4/pool/192.168.0.0-16");
     assert_eq!(

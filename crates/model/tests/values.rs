@@ -349,6 +349,20 @@ fn security_objects_are_typed_by_key() {
         value("/calico/v1/policy/tier/my-tier/policy/webserver", policy),
         Value::Policy(_)
     ));
+    // A staged policy holds a policy's JSON and is validated as one; never untracked.
+    assert!(matches!(
+        value(
+            "/calico/v1/policy/tier/my-tier/stagedpolicy/webserver",
+            policy
+        ),
+        Value::StagedPolicy(_)
+    ));
+    let staged = "/calico/v1/policy/tier/t/stagedpolicy/s";
+    let err = refused(staged, r#"{"inbound_rules": [{"action": "sideways"}]}"#);
+    assert!(err.field.starts_with("inbound_rules[0]"), "{err}");
+    let err = refused(staged, r#"{"untracked": true}"#);
+    assert_eq!(err.field, "untracked");
+    assert!(err.reason.contains("cannot be untracked"), "{err}");
     // The same text is not a profile's rules (wrong shape for that key): the error names why.
     assert!(matches!(
         value(

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use calico_bgp::{BgpConfig, render};
 use calico_datastore::{Datastore, WatchEvent};
+use calico_model::key::Prefix;
 use calico_model::{Key, parse_value};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -186,7 +187,7 @@ fn prefixes(host: &str) -> Vec<String> {
 /// record itself (someone removed or changed it), or a watch coming into sync.
 fn touches_vxlan(prefix: &str, event: &WatchEvent) -> bool {
     matches!(event, WatchEvent::InSync { .. })
-        || prefix == calico_bgp::POOLS
+        || prefix == Prefix::Pools.to_string()
         || prefix.ends_with("/vxlan_tunnel")
 }
 

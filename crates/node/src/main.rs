@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
+use calico_daemon::Daemon;
 use calico_datastore::{EtcdArgs, connect_retrying};
 use calico_node::agent::{FelixProcess, Node};
 use calico_node::bird::Bird;
@@ -49,29 +50,10 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let filter = std::env::var("CALICO_NODE_LOG").unwrap_or_else(|_| "info".to_owned());
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    Daemon::new("calico-node")
+        .log_variable("CALICO_NODE_LOG")
         .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e:#}");
-            ExitCode::FAILURE
-        }
-    }
+        .run(run(args))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {

@@ -1,27 +1,31 @@
-//! A small HTTP/1.1 client of Neutron's API (hyper, one connection per request, as calicoctl's
-//! `http.rs`), plain http only.
+//! Neutron's REST API over [`crate::http`]: one call, paginated listings, the revisions and the
+//! snapshot the sync reads, and one object by id.
 //!
-//! Authentication: none yet. The client speaks to a server run with `auth_strategy = noauth`,
-//! where every request runs as admin: no auth headers are sent, and request bodies carry
-//! `project_id` (see docs/openstack.md).
+//! Authentication ([`Auth`]): with Keystone every request carries the service user's token
+//! (`X-Auth-Token`); a 401 drops the token, a new one is issued and the request is sent once
+//! more. With `noauth` no header is sent, and Neutron runs every request as admin (request
+//! bodies must then carry `project_id`, see docs/openstack.md).
 //!
-//! A [`Snapshot`] is read in dependency order, ports first: anything a port refers to (its
-//! subnets, its security groups) existed before the port did, so it is in the lists read after.
+//! Listings are read in pages of [`PAGE_SIZE`] (`limit` and `marker`, the last id of the
+//! previous page), following Neutron's `<collection>_links` `next`, so a large cloud is never
+//! one huge answer. A [`Snapshot`] is read in dependency order, ports first: anything a port
+//! refers to (its subnets, its security groups) existed before the port did, so it is in the
+//! lists read after.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use tokio::net::TcpStream;
 
+use crate::credentials::{Resolved, Strategy};
 use crate::error::{NeutronError, TranslateError};
-use crate::neutron::{Revisions, Snapshot};
+use crate::http::{Endpoint, Http};
+use crate::keystone::Keystone;
+use crate::neutron::{Port, Revisions, SecurityGroup, Snapshot, Subnet};
 
-/// How long one request may take before it counts as Neutron being unreachable.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Objects per page of a listing.
+pub const PAGE_SIZE: usize = 500;
 
 #[derive(Deserialize)]
 struct Revision {
@@ -30,7 +34,7 @@ struct Revision {
     revision_number: u64,
 }
 
-/// The collections read, with the JSON name of each list.
+/// The collections the sync reads, with the JSON name of each list.
 const COLLECTIONS: [(&str, &str); 4] = [
     ("ports", "ports"),
     ("subnets", "subnets"),
@@ -38,30 +42,89 @@ const COLLECTIONS: [(&str, &str); 4] = [
     ("security-group-rules", "security_group_rules"),
 ];
 
-/// A Neutron API server at `http://HOST:PORT`.
+/// How requests are authenticated.
+#[derive(Debug, Clone)]
+pub enum Auth {
+    /// No token (neutron-server with `auth_strategy = noauth`).
+    Noauth,
+    Keystone(Arc<Keystone>),
+}
+
+/// A Neutron API server. Clones share connections, the token and the request count.
 #[derive(Debug, Clone)]
 pub struct Client {
-    authority: String,
+    http: Http,
+    endpoint: Endpoint,
+    auth: Auth,
+    requests: Arc<AtomicU64>,
 }
 
 impl Client {
-    /// A client for `url` (`http://HOST:PORT`, a trailing `/` allowed).
-    pub fn new(url: &str) -> Result<Client, NeutronError> {
-        let bad = |reason: &str| NeutronError::Url {
+    /// A client for `url` (`http(s)://HOST:PORT`, optionally a path prefix) with `auth`.
+    pub fn new(url: &str, http: Http, auth: Auth) -> Result<Client, NeutronError> {
+        let endpoint = Endpoint::parse(url).map_err(|reason| NeutronError::Url {
             url: url.to_owned(),
-            reason: reason.to_owned(),
-        };
-        let rest = match url.split_once("://") {
-            Some(("http", rest)) => rest.trim_end_matches('/'),
-            Some(("https", _)) => return Err(bad("https is not supported yet: use http")),
-            _ => return Err(bad("expected http://HOST:PORT")),
-        };
-        if rest.is_empty() || rest.contains('/') {
-            return Err(bad("expected http://HOST:PORT (no path)"));
-        }
+            reason,
+        })?;
         Ok(Client {
-            authority: rest.to_owned(),
+            http,
+            endpoint,
+            auth,
+            requests: Arc::default(),
         })
+    }
+
+    /// A client without a token, trusting the system's CA bundle (tests, the lab).
+    pub fn noauth(url: &str) -> Result<Client, NeutronError> {
+        let http = Http::new(None).map_err(|reason| NeutronError::Url {
+            url: url.to_owned(),
+            reason,
+        })?;
+        Client::new(url, http, Auth::Noauth)
+    }
+
+    /// A client as `resolved` settings say (CA file, strategy, credentials).
+    pub fn from_settings(url: &str, resolved: &Resolved) -> Result<Client, String> {
+        let ca = resolved.ca_file.as_ref();
+        let http = Http::new(ca.map(|s| s.value.as_path())).map_err(|e| match ca {
+            Some(setting) => format!("{}: {e}", setting.source),
+            None => e,
+        })?;
+        let auth = match (&resolved.strategy, &resolved.credentials) {
+            (Strategy::Keystone, Some(credentials)) => {
+                Auth::Keystone(Arc::new(Keystone::new(http.clone(), credentials.clone())))
+            }
+            _ => Auth::Noauth,
+        };
+        Client::new(url, http, auth).map_err(|e| e.to_string())
+    }
+
+    /// With another deadline per request (bulk creations of many ports take longer than one).
+    pub fn with_timeout(mut self, timeout: std::time::Duration) -> Client {
+        self.http = self.http.with_timeout(timeout);
+        self
+    }
+
+    /// The API's base URL.
+    pub fn url(&self) -> String {
+        self.endpoint.base()
+    }
+
+    pub fn auth(&self) -> &Auth {
+        &self.auth
+    }
+
+    /// Requests sent to Neutron so far (a retry after a 401 counts too).
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Authenticates now (Keystone), so that a bad setting is found before anything else.
+    pub async fn authenticate(&self) -> Result<(), NeutronError> {
+        if let Auth::Keystone(keystone) = &self.auth {
+            keystone.token().await?;
+        }
+        Ok(())
     }
 
     /// The ids and revision numbers of ports, subnets, security groups and rules.
@@ -84,14 +147,15 @@ impl Client {
     /// stop the sync of the others).
     pub async fn snapshot(&self) -> Result<Snapshot, NeutronError> {
         let mut left_out = Vec::new();
-        let ports = self.list_each("/v2.0/ports", "ports", "port", &mut left_out);
-        let ports = ports.await?;
-        let subnets = self.list_each("/v2.0/subnets", "subnets", "subnet", &mut left_out);
-        let subnets = subnets.await?;
-        let groups = "/v2.0/security-groups";
-        let security_groups =
-            self.list_each(groups, "security_groups", "security group", &mut left_out);
-        let security_groups = security_groups.await?;
+        let ports = self.list("/v2.0/ports", "ports").await?;
+        check_bindings_visible(&ports)?;
+        let ports = decode_each(ports, "port", &mut left_out);
+        let subnets = self.list("/v2.0/subnets", "subnets").await?;
+        let subnets = decode_each(subnets, "subnet", &mut left_out);
+        let groups = self
+            .list("/v2.0/security-groups", "security_groups")
+            .await?;
+        let security_groups = decode_each(groups, "security group", &mut left_out);
         Ok(Snapshot {
             ports,
             subnets,
@@ -100,38 +164,86 @@ impl Client {
         })
     }
 
-    /// [`Client::list`], decoding each object alone: one that does not decode goes to
-    /// `left_out` as a `kind` with its id (when it has one) and the reason.
-    async fn list_each<T: DeserializeOwned>(
-        &self,
-        path: &str,
-        name: &str,
-        kind: &'static str,
-        left_out: &mut Vec<TranslateError>,
-    ) -> Result<Vec<T>, NeutronError> {
-        let items: Vec<serde_json::Value> = self.list(path, name).await?;
-        Ok(decode_each(items, kind, left_out))
+    /// One port, `None` when Neutron has none of that id.
+    pub async fn port(&self, id: &str) -> Result<Option<Port>, NeutronError> {
+        let value = self.object("ports", "port", id).await?;
+        if let Some(value) = &value {
+            check_bindings_visible(std::slice::from_ref(value))?;
+        }
+        value.map(|v| decode(v, "port", id)).transpose()
     }
 
-    /// GET `path` and decode the list `name` of its body.
-    pub async fn list<T: DeserializeOwned>(
+    /// One subnet, `None` when Neutron has none of that id.
+    pub async fn subnet(&self, id: &str) -> Result<Option<Subnet>, NeutronError> {
+        let value = self.object("subnets", "subnet", id).await?;
+        value.map(|v| decode(v, "subnet", id)).transpose()
+    }
+
+    /// One security group with its rules, `None` when Neutron has none of that id.
+    pub async fn security_group(&self, id: &str) -> Result<Option<SecurityGroup>, NeutronError> {
+        let value = self.object("security-groups", "security_group", id).await?;
+        value.map(|v| decode(v, "security group", id)).transpose()
+    }
+
+    /// `GET /v2.0/<collection>/<id>`: the object, or `None` on 404.
+    async fn object(
+        &self,
+        collection: &str,
+        name: &str,
+        id: &str,
+    ) -> Result<Option<serde_json::Value>, NeutronError> {
+        let path = format!("/v2.0/{collection}/{id}");
+        match self.call("GET", &path, None).await {
+            Ok(mut body) => match body.get_mut(name).map(serde_json::Value::take) {
+                Some(object) => Ok(Some(object)),
+                None => Err(NeutronError::Decode {
+                    path,
+                    reason: format!("no {name:?} in the answer"),
+                }),
+            },
+            Err(NeutronError::Status { status: 404, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every object of the listing at `path` (which may have a query), page by page, from the
+    /// list `name` of each answer.
+    pub async fn list(
         &self,
         path: &str,
         name: &str,
-    ) -> Result<Vec<T>, NeutronError> {
-        let body = self.call("GET", path, None).await?;
-        let mut object = body;
-        let list = object
-            .get_mut(name)
-            .map(serde_json::Value::take)
-            .ok_or_else(|| NeutronError::Decode {
-                path: path.to_owned(),
-                reason: format!("no list {name:?} in the answer"),
-            })?;
-        serde_json::from_value(list).map_err(|e| NeutronError::Decode {
-            path: path.to_owned(),
-            reason: e.to_string(),
-        })
+    ) -> Result<Vec<serde_json::Value>, NeutronError> {
+        let separator = if path.contains('?') { '&' } else { '?' };
+        let mut all: Vec<serde_json::Value> = Vec::new();
+        let mut marker: Option<String> = None;
+        loop {
+            let mut page_path = format!("{path}{separator}limit={PAGE_SIZE}");
+            if let Some(marker) = &marker {
+                page_path += &format!("&marker={marker}");
+            }
+            let mut body = self.call("GET", &page_path, None).await?;
+            let decode_error = |reason: String| NeutronError::Decode {
+                path: page_path.clone(),
+                reason,
+            };
+            let page: Vec<serde_json::Value> = match body.get_mut(name).map(serde_json::Value::take)
+            {
+                Some(list) => {
+                    serde_json::from_value(list).map_err(|e| decode_error(e.to_string()))?
+                }
+                None => return Err(decode_error(format!("no list {name:?} in the answer"))),
+            };
+            let more = has_next(&body, name);
+            let last = page
+                .last()
+                .and_then(|o| o.get("id"))
+                .and_then(|id| id.as_str());
+            marker = last.map(str::to_owned);
+            all.extend(page);
+            if !more || marker.is_none() {
+                return Ok(all);
+            }
+        }
     }
 
     /// One request; the decoded JSON body of a 2xx answer (`null` for an empty one), else an
@@ -142,10 +254,16 @@ impl Client {
         path: &str,
         body: Option<&serde_json::Value>,
     ) -> Result<serde_json::Value, NeutronError> {
-        let exchange = self.exchange(method, path, body);
-        let (status, text) = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
-            .await
-            .map_err(|_| self.unreachable(path, format!("no answer in {REQUEST_TIMEOUT:?}")))??;
+        let payload = body.map(|b| b.to_string());
+        let (mut status, mut text) = self.send(method, path, payload.clone()).await?;
+        if status == 401 && matches!(self.auth, Auth::Keystone(_)) {
+            tracing::info!(
+                method,
+                path,
+                "neutron refused the token (HTTP 401); authenticating again"
+            );
+            (status, text) = self.send(method, path, payload).await?;
+        }
         if !(200..300).contains(&status) {
             return Err(NeutronError::Status {
                 method: method.to_owned(),
@@ -163,46 +281,62 @@ impl Client {
         })
     }
 
-    fn unreachable(&self, path: &str, reason: String) -> NeutronError {
-        NeutronError::Unreachable {
-            url: format!("http://{}{path}", self.authority),
-            reason,
-        }
-    }
-
-    /// One request on a fresh connection: the status and the body as text.
-    async fn exchange(
+    /// One request with the current token (a 401 drops it): the status and the body.
+    async fn send(
         &self,
         method: &str,
         path: &str,
-        body: Option<&serde_json::Value>,
+        body: Option<String>,
     ) -> Result<(u16, String), NeutronError> {
-        let fail = |e: &dyn std::fmt::Display| self.unreachable(path, e.to_string());
-        let stream = TcpStream::connect(&self.authority)
+        let token = match &self.auth {
+            Auth::Keystone(keystone) => Some(keystone.token().await?),
+            Auth::Noauth => None,
+        };
+        let headers: Vec<(&str, &str)> =
+            token.iter().map(|t| ("x-auth-token", t.as_str())).collect();
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let answer = self
+            .http
+            .send(method, &self.endpoint, path, &headers, body)
             .await
-            .map_err(|e| fail(&e))?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| fail(&e))?;
-        // The connection task ends with the response; it is aborted once the body is read.
-        let driver = tokio::spawn(connection);
-        let payload = body.map(|b| b.to_string()).unwrap_or_default();
-        let request = hyper::Request::builder()
-            .method(method)
-            .uri(path)
-            .header(hyper::header::HOST, &self.authority)
-            .header(hyper::header::ACCEPT, "application/json")
-            .header(hyper::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(payload)))
-            .map_err(|e| fail(&e))?;
-        let response = sender.send_request(request).await.map_err(|e| fail(&e))?;
-        let status = response.status().as_u16();
-        let bytes = response.into_body().collect().await;
-        drop(sender);
-        driver.abort();
-        let bytes = bytes.map_err(|e| fail(&e))?.to_bytes();
-        Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+            .map_err(|e| NeutronError::Unreachable {
+                url: self.endpoint.url(path),
+                reason: e.reason,
+            })?;
+        if let (401, Auth::Keystone(keystone), Some(token)) = (answer.status, &self.auth, &token) {
+            keystone.refused(token).await;
+        }
+        Ok((answer.status, answer.body))
     }
+}
+
+/// Whether a listing's `<name>_links` has a `next` page.
+fn has_next(body: &serde_json::Value, name: &str) -> bool {
+    body.get(format!("{name}_links"))
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|links| links.iter().any(|l| l["rel"] == "next"))
+}
+
+/// Neutron shows `binding:host_id` only to whom its policy allows (admins, by default). Without
+/// it every port would look unbound and its endpoint be deleted: refused instead.
+fn check_bindings_visible(ports: &[serde_json::Value]) -> Result<(), NeutronError> {
+    match ports.iter().find(|p| p.get("binding:host_id").is_none()) {
+        None => Ok(()),
+        Some(port) => Err(NeutronError::Policy {
+            id: port["id"].as_str().unwrap_or("(no id)").to_owned(),
+        }),
+    }
+}
+
+fn decode<T: DeserializeOwned>(
+    value: serde_json::Value,
+    kind: &'static str,
+    id: &str,
+) -> Result<T, NeutronError> {
+    serde_json::from_value(value).map_err(|e| NeutronError::Decode {
+        path: format!("{kind} {id}"),
+        reason: e.to_string(),
+    })
 }
 
 /// Decodes each of `items` alone: one that does not decode goes to `left_out` as a `kind` with
@@ -236,13 +370,10 @@ mod tests {
 
     #[test]
     fn urls_are_checked() {
-        assert!(Client::new("http://127.0.0.1:9696/").is_ok());
-        let err = Client::new("127.0.0.1:9696").unwrap_err().to_string();
+        assert!(Client::noauth("http://127.0.0.1:9696/").is_ok());
+        let err = Client::noauth("127.0.0.1:9696").unwrap_err().to_string();
         assert!(err.contains("expected http://HOST:PORT"), "{err}");
-        let err = Client::new("https://a:1").unwrap_err().to_string();
-        assert!(err.contains("https is not supported yet"), "{err}");
-        let err = Client::new("http://a:1/v2.0").unwrap_err().to_string();
-        assert!(err.contains("no path"), "{err}");
+        assert!(Client::noauth("https://neutron.example:9696").is_ok());
     }
 
     #[test]
@@ -264,5 +395,27 @@ mod tests {
             left_out[0]
         );
         assert_eq!(left_out[1].id, "(no id)");
+    }
+
+    #[test]
+    fn hidden_bindings_are_refused_by_port() {
+        let visible = serde_json::json!({"id": "p1", "binding:host_id": ""});
+        assert!(check_bindings_visible(std::slice::from_ref(&visible)).is_ok());
+        let hidden = serde_json::json!({"id": "p2"});
+        let error = check_bindings_visible(&[visible, hidden])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("port p2"), "{error}");
+        assert!(error.contains("binding:host_id"), "{error}");
+    }
+
+    #[test]
+    fn a_next_link_means_another_page() {
+        let body = serde_json::json!({"ports": [], "ports_links": [{"rel": "next", "href": "x"}]});
+        assert!(has_next(&body, "ports"));
+        let body =
+            serde_json::json!({"ports": [], "ports_links": [{"rel": "previous", "href": "x"}]});
+        assert!(!has_next(&body, "ports"));
+        assert!(!has_next(&serde_json::json!({"ports": []}), "ports"));
     }
 }

@@ -10,7 +10,7 @@ use calico_model::Key;
 use serde::Serialize;
 
 use crate::error::TranslateError;
-use crate::neutron::Snapshot;
+use crate::neutron::{Port, SecurityGroup, Snapshot, Subnet};
 use crate::translate::{self, OPEN_PROFILE, Profile};
 
 /// The keys and values the sync wants in etcd, the objects it left out, and those it wrote
@@ -39,32 +39,11 @@ pub fn desired(snapshot: &Snapshot) -> Desired {
         .map(|s| (s.id.as_str(), s))
         .collect();
     let mut open = false;
-    for port in snapshot.ports.iter().filter(|p| translate::is_vm_port(p)) {
-        match translate::endpoint(port, &subnets) {
-            Ok(endpoint) => {
-                if port.port_security_enabled == Some(false) {
-                    let caveat = TranslateError::port(&port.id, PORT_SECURITY_CAVEAT);
-                    desired.caveats.push(caveat);
-                }
-                open |= endpoint
-                    .endpoint
-                    .profile_ids
-                    .iter()
-                    .any(|p| p == OPEN_PROFILE);
-                let key = Key::WorkloadEndpoint(endpoint.id).to_string();
-                desired.keys.insert(key, json(&endpoint.endpoint));
-            }
-            Err(e) => desired.left_out.push(e),
-        }
+    for port in &snapshot.ports {
+        open |= desired.add_port(port, &subnets);
     }
     for group in &snapshot.security_groups {
-        match translate::profile(group) {
-            Ok((profile, left_out)) => {
-                desired.add_profile(profile);
-                desired.left_out.extend(left_out);
-            }
-            Err(e) => desired.left_out.push(e),
-        }
+        desired.add_group(group);
     }
     if open {
         desired.add_profile(translate::open_profile());
@@ -72,7 +51,54 @@ pub fn desired(snapshot: &Snapshot) -> Desired {
     desired
 }
 
+/// The open profile's keys and values (its rules and tags).
+pub fn open_profile_keys() -> BTreeMap<String, String> {
+    let mut desired = Desired::default();
+    desired.add_profile(translate::open_profile());
+    desired.keys
+}
+
 impl Desired {
+    /// Adds `port`'s endpoint if it is a VM port Calico can express (else names why); returns
+    /// whether it uses the open profile (port security off).
+    pub fn add_port(&mut self, port: &Port, subnets: &BTreeMap<&str, &Subnet>) -> bool {
+        if !translate::is_vm_port(port) {
+            return false;
+        }
+        match translate::endpoint(port, subnets) {
+            Ok(endpoint) => {
+                if port.port_security_enabled == Some(false) {
+                    let caveat = TranslateError::port(&port.id, PORT_SECURITY_CAVEAT);
+                    self.caveats.push(caveat);
+                }
+                let open = endpoint
+                    .endpoint
+                    .profile_ids
+                    .iter()
+                    .any(|p| p == OPEN_PROFILE);
+                let key = Key::WorkloadEndpoint(endpoint.id).to_string();
+                self.keys.insert(key, json(&endpoint.endpoint));
+                open
+            }
+            Err(e) => {
+                self.left_out.push(e);
+                false
+            }
+        }
+    }
+
+    /// Adds `group`'s profile (without the rules Calico cannot express, named), or names why
+    /// the whole group is left out.
+    pub fn add_group(&mut self, group: &SecurityGroup) {
+        match translate::profile(group) {
+            Ok((profile, left_out)) => {
+                self.add_profile(profile);
+                self.left_out.extend(left_out);
+            }
+            Err(e) => self.left_out.push(e),
+        }
+    }
+
     fn add_profile(&mut self, profile: Profile) {
         let rules = Key::ProfileRules {
             profile: profile.id.clone(),

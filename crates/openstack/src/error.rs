@@ -3,6 +3,8 @@
 
 use calico_datastore::DatastoreError;
 
+use crate::keystone::AuthError;
+
 /// Neutron's API did not answer as expected.
 #[derive(Debug, thiserror::Error)]
 pub enum NeutronError {
@@ -23,6 +25,22 @@ pub enum NeutronError {
     /// A 2xx answer whose body is not what the API documents.
     #[error("neutron {path}: unexpected answer: {reason}")]
     Decode { path: String, reason: String },
+    /// No token: Keystone refused the settings, or could not be asked (boxed: the largest).
+    #[error(transparent)]
+    Auth(Box<AuthError>),
+    /// Neutron hides ports' bindings from the service user: nothing can be synced safely.
+    #[error(
+        "neutron shows port {id} without binding:host_id: its policy hides bindings from the \
+         service user (Zed's default: admins only); give the user the admin role in its \
+         project; nothing is written to etcd meanwhile"
+    )]
+    Policy { id: String },
+}
+
+impl From<AuthError> for NeutronError {
+    fn from(error: AuthError) -> Self {
+        NeutronError::Auth(Box::new(error))
+    }
 }
 
 /// One Neutron object (port, security group or rule) that Calico cannot express. The caller

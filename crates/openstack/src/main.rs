@@ -2,11 +2,11 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use calico_datastore::connect_retrying;
 use calico_openstack::Args;
-use calico_openstack::client::Client;
-use calico_openstack::sync::{self, Syncer};
+use calico_openstack::notify::Listener;
+use calico_openstack::run::{self, ChangeSource};
+use calico_openstack::syncer::Syncer;
 use clap::Parser;
 
 fn main() -> ExitCode {
@@ -16,24 +16,38 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let neutron = Client::new(&args.neutron_url).context("--neutron-url")?;
+    let poll = args.poll().map_err(anyhow::Error::msg)?;
+    // Keystone first: a refused setting ends the program before etcd is touched.
+    let neutron = calico_openstack::daemon::neutron_client(&args.neutron_url, &args.auth).await?;
     tracing::info!(
         neutron = args.neutron_url,
         etcd = args.etcd.etcd_endpoints,
-        poll_interval = ?args.poll_interval,
+        change_source = ?args.change_source,
+        notify_socket = %args.notify_socket.display(),
+        poll_interval = ?poll,
         resync_interval = ?args.resync_interval,
         "starting"
     );
+    // Bound before etcd is waited for: notifications sent meanwhile are queued.
+    let listener = match args.change_source {
+        ChangeSource::Notifications => {
+            Some(Listener::bind(&args.notify_socket).map_err(anyhow::Error::msg)?)
+        }
+        ChangeSource::Polling => None,
+    };
     // A daemon: wait for etcd as long as it takes (one warning per attempt).
     let store = connect_retrying(&args.etcd.config(), "calico-neutron", None).await?;
     let syncer = Syncer::new(neutron, Box::new(store));
-    sync::run(
-        syncer,
-        args.poll_interval,
-        args.resync_interval,
-        calico_openstack::daemon::shutdown(),
-    )
-    .await;
+    let shutdown = calico_openstack::daemon::shutdown();
+    match (listener, poll) {
+        (Some(listener), _) => {
+            run::notified(syncer, listener, args.resync_interval, shutdown).await
+        }
+        (None, poll) => {
+            let poll = poll.unwrap_or(std::time::Duration::from_millis(500));
+            run::polling(syncer, poll, args.resync_interval, shutdown).await;
+        }
+    }
     tracing::info!("stopped");
     Ok(())
 }

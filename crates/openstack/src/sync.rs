@@ -1,11 +1,5 @@
-//! Keeps etcd equal to Neutron: a poll loop, a [`Plan`] of puts and deletes, one executor.
-//!
-//! ```text
-//!            every poll interval                         every resync interval
-//! Neutron ── revisions (ids + revision_number) ──┐      ┌── etcd: the owned keys
-//!            changed? → snapshot → desired::desired ─► plan(desired, known) ─► execute ─► etcd
-//!                                                  (known: what the last pass wrote, or etcd)
-//! ```
+//! How etcd is kept equal to Neutron: which keys are owned, a [`Plan`] of puts and deletes,
+//! one executor. The state between passes is `syncer::Syncer`, the loops are `run`.
 //!
 //! Ownership: the sync owns exactly the workload endpoints of orchestrator `openstack` and the
 //! profiles whose id starts with `openstack-` ([`is_owned`]); it reads, writes and deletes
@@ -18,17 +12,12 @@
 //! Failures: Neutron unreachable or answering badly → nothing is written, the pass is retried
 //! with [`Backoff`]; an etcd failure → the same, and the next pass reads etcd again.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::collections::BTreeMap;
 
-use calico_datastore::{Backoff, Datastore, TxnOp};
+use calico_datastore::{Datastore, TxnOp};
 use calico_model::Key;
-use tokio::time::Instant;
 
-use crate::client::Client;
-use crate::desired::desired;
-use crate::error::{SyncError, TranslateError};
-use crate::neutron::Revisions;
+use crate::error::SyncError;
 use crate::translate::{ORCHESTRATOR, OWNED_PROFILE_PREFIX};
 
 /// Where the owned keys live.
@@ -63,7 +52,8 @@ impl Plan {
         self.ops.is_empty()
     }
 
-    fn count(&self) -> (usize, usize) {
+    /// Puts and deletes.
+    pub fn count(&self) -> (usize, usize) {
         let puts = self
             .ops
             .iter()
@@ -125,123 +115,6 @@ pub async fn execute(store: &dyn Datastore, plan: &Plan) -> Result<(), SyncError
         store.transaction(&[], chunk).await?;
     }
     Ok(())
-}
-
-/// The sync's state between passes.
-pub struct Syncer {
-    neutron: Client,
-    store: Box<dyn Datastore>,
-    /// Neutron's revisions when the last successful pass read it.
-    revisions: Option<Revisions>,
-    /// What etcd holds of the owned keys after the last successful pass; `None`: read etcd.
-    written: Option<BTreeMap<String, String>>,
-    /// What was left out last time, so each problem is logged when it appears, not every pass.
-    reported: BTreeSet<String>,
-}
-
-impl std::fmt::Debug for Syncer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Syncer")
-            .field("neutron", &self.neutron)
-            .field("keys", &self.written.as_ref().map(BTreeMap::len))
-            .finish()
-    }
-}
-
-impl Syncer {
-    pub fn new(neutron: Client, store: Box<dyn Datastore>) -> Syncer {
-        Syncer {
-            neutron,
-            store,
-            revisions: None,
-            written: None,
-            reported: BTreeSet::new(),
-        }
-    }
-
-    /// One pass: when Neutron changed (or `resync`), translate it and write the difference.
-    /// Returns the plan it executed, if it looked.
-    pub async fn pass(&mut self, resync: bool) -> Result<Option<Plan>, SyncError> {
-        let revisions = self.neutron.revisions().await?;
-        let resync = resync || self.written.is_none();
-        if !resync && self.revisions.as_ref() == Some(&revisions) {
-            return Ok(None);
-        }
-        let snapshot = self.neutron.snapshot().await?;
-        let desired = desired(&snapshot);
-        self.report(&desired.left_out, &desired.caveats, resync);
-        let known = match self.written.take() {
-            Some(written) if !resync => written,
-            _ => read_owned(self.store.as_ref()).await?,
-        };
-        let plan = plan(&desired.keys, &known);
-        execute(self.store.as_ref(), &plan).await?;
-        if !plan.is_empty() {
-            let (puts, deletes) = plan.count();
-            tracing::info!(puts, deletes, resync, "etcd updated from neutron");
-            for op in &plan.ops {
-                tracing::debug!(?op, "written");
-            }
-        }
-        self.written = Some(desired.keys);
-        self.revisions = Some(revisions);
-        Ok(Some(plan))
-    }
-
-    /// Logs what was left out and what was written with a caveat: new ones always, all of
-    /// them again on a resync.
-    fn report(&mut self, left_out: &[TranslateError], caveats: &[TranslateError], resync: bool) {
-        let mut now = BTreeSet::new();
-        let all = left_out.iter().map(|e| (e, false));
-        for (error, caveat) in all.chain(caveats.iter().map(|e| (e, true))) {
-            let line = format!("{caveat} {error}");
-            if resync || !self.reported.contains(&line) {
-                match caveat {
-                    true => error.log_caveat(),
-                    false => error.log(),
-                }
-            }
-            now.insert(line);
-        }
-        self.reported = now;
-    }
-}
-
-/// Runs passes until `shutdown` resolves: one every `poll`, a resync every `resync`, and
-/// after a failure the next attempt after a backoff.
-pub async fn run(
-    mut syncer: Syncer,
-    poll: Duration,
-    resync: Duration,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
-    tokio::pin!(shutdown);
-    let mut backoff = Backoff::default();
-    let mut next_resync = Instant::now();
-    loop {
-        let full = Instant::now() >= next_resync;
-        let delay = match syncer.pass(full).await {
-            Ok(_) => {
-                if backoff.failures() > 0 {
-                    tracing::info!("neutron and etcd reachable again");
-                }
-                backoff.reset();
-                if full {
-                    next_resync = Instant::now() + resync;
-                }
-                poll
-            }
-            Err(error) => {
-                let delay = backoff.next_delay();
-                error.log(delay);
-                delay
-            }
-        };
-        tokio::select! {
-            () = &mut shutdown => return,
-            () = tokio::time::sleep(delay) => {}
-        }
-    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@ fn calico_neutron(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_calico-neutron"))
         .args(args)
         .env_remove("ETCD_ENDPOINTS")
+        .env_remove("OS_AUTH_URL")
+        .env_remove("CALICO_AUTH_CONFIG")
         .output()
         .expect("calico-neutron runs");
     let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
@@ -18,6 +20,8 @@ fn help_documents_every_flag_and_its_environment_variable() {
     assert_eq!(code, 0, "{help}");
     for (flag, env) in [
         ("--neutron-url", "NEUTRON_URL"),
+        ("--auth-strategy", "NEUTRON_AUTH_STRATEGY"),
+        ("--auth-config", "CALICO_AUTH_CONFIG"),
         ("--poll-interval", "CALICO_NEUTRON_POLL_INTERVAL"),
         ("--resync-interval", "CALICO_NEUTRON_RESYNC_INTERVAL"),
         ("--log", "CALICO_NEUTRON_LOG"),
@@ -52,10 +56,21 @@ fn bad_settings_are_refused_naming_the_flag() {
         text.contains("--poll-interval") && text.contains("must be longer than zero"),
         "{text}"
     );
-    let (code, text) = calico_neutron(&["--neutron-url", "neutron:9696"]);
+    let (code, text) =
+        calico_neutron(&["--neutron-url", "neutron:9696", "--auth-strategy", "noauth"]);
     assert_eq!(code, 1, "{text}");
     assert!(
         text.contains("--neutron-url") && text.contains("expected http://HOST:PORT"),
         "{text}"
     );
+    // Keystone (the default) without settings: the missing one is named, nothing else done.
+    let (code, text) = calico_neutron(&[]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("OS_AUTH_URL") && text.contains("not set"),
+        "{text}"
+    );
+    let (code, text) = calico_neutron(&["--auth-strategy", "nokeystone"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("--auth-strategy"), "{text}");
 }

@@ -6,251 +6,19 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use calico_testkit::{EtcdServer, NetNs, eventually, processes_in_netns};
+use calico_testkit::{EtcdServer, NetNs, eventually};
 use common::SyncProcess;
+use common::dhcp::{
+    Agent, BUSYBOX, DHCLIENT, DNSMASQ, HOST, INTERFACE, Reaper, SCRIPT, Vm, dnsmasq_pid, id,
+    require,
+};
 use common::forward::Forwarder;
-use common::neutron::Neutron;
-use serde_json::{Value, json};
-
-const HOST: &str = "compute1";
-const DNSMASQ: &str = "/usr/sbin/dnsmasq";
-const BUSYBOX: &str = "/usr/bin/busybox";
-const DHCLIENT: &str = "/sbin/dhclient";
-/// The agent's interface (holding the gateway addresses).
-const INTERFACE: &str = "ns-calico";
-
-/// What the VM's DHCP client hears; the script writes the variables udhcpc gives it and applies
-/// the address and default route as a VM's would.
-const SCRIPT: &str = r#"#!/bin/sh
-case "$1" in
-  bound|renew)
-    env | grep -E '^(ip|mask|router|dns|staticroutes|lease)=' | sort > "$LEASE_FILE"
-    ip -4 addr flush dev "$interface"
-    ip addr add "$ip/$mask" dev "$interface"
-    ip route replace default via "$router" dev "$interface"
-    ;;
-esac
-exit 0
-"#;
-
-/// The agent process; SIGTERM (a clean stop) or SIGKILL on `Drop`.
-struct Agent {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Agent {
-    fn start(host_ns: &str, neutron: &str, etcd: &str, state: &Path, log: &Path) -> Agent {
-        let file = std::fs::File::create(log).expect("agent log");
-        let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                host_ns,
-                env!("CARGO_BIN_EXE_calico-dhcp-agent"),
-            ])
-            .args([
-                "--host",
-                HOST,
-                "--neutron-url",
-                neutron,
-                "--etcd-endpoints",
-                etcd,
-            ])
-            .arg("--state-dir")
-            .arg(state)
-            .args(["--interface", INTERFACE, "--dnsmasq", DNSMASQ])
-            .args(["--neutron-poll-interval", "1s", "--lease-time", "1h"])
-            .env("CALICO_DHCP_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().expect("log"))
-            .stderr(file)
-            .spawn()
-            .expect("calico-dhcp-agent starts");
-        Agent {
-            child,
-            log: log.to_owned(),
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// SIGKILL, as in a crash: the agent cannot stop its dnsmasq.
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// SIGTERM and wait for the exit status.
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        panic!(
-            "calico-dhcp-agent did not stop within 10 s of SIGTERM:\n{}",
-            self.log()
-        );
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Kills what is left in a namespace (dnsmasq, if the agent could not stop it) before it goes.
-struct Reaper(String);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        for (pid, _) in processes_in_netns(&self.0) {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-        }
-    }
-}
-
-/// A VM: a namespace whose `eth0` (the port's MAC) is the peer of `tap<11 chars>` on the host.
-struct Vm {
-    ns: NetNs,
-    tap: String,
-    mac: String,
-}
-
-impl Vm {
-    fn plug(host: &NetNs, port: &Value) -> Vm {
-        let ns = NetNs::new("dhcp-vm");
-        let id = port["id"].as_str().expect("port id");
-        let tap = format!("tap{}", &id[..11]);
-        let mac = port["mac_address"].as_str().expect("mac").to_owned();
-        host.run_ok(
-            "ip",
-            &[
-                "link",
-                "add",
-                &tap,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "eth0",
-                "netns",
-                ns.name(),
-            ],
-            "",
-        );
-        host.run_ok("ip", &["link", "set", &tap, "up"], "");
-        ns.run_ok("ip", &["link", "set", "eth0", "address", &mac], "");
-        ns.run_ok("ip", &["link", "set", "eth0", "up"], "");
-        Vm { ns, tap, mac }
-    }
-
-    /// One DHCP exchange (up to 3 discovers a second apart): the lease's variables, or the
-    /// client's output when it got none.
-    fn dhcp(&self, dir: &Path) -> Result<String, String> {
-        let lease = dir.join(format!("{}.lease", self.ns.name()));
-        let _ = std::fs::remove_file(&lease);
-        let script = dir.join("udhcpc.script");
-        let mut command = Command::new("ip");
-        command
-            .args(["netns", "exec", self.ns.name(), BUSYBOX])
-            .args([
-                "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "3", "-T", "1",
-            ])
-            .args(["-O", "staticroutes", "-s"])
-            .arg(&script)
-            .env("LEASE_FILE", &lease);
-        let out = command.output().expect("udhcpc runs");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        match (out.status.success(), std::fs::read_to_string(&lease)) {
-            (true, Ok(vars)) => Ok(vars),
-            _ => Err(text),
-        }
-    }
-
-    /// One DHCPv6 exchange with ISC dhclient (`-1`: one try): its lease database (which
-    /// names the address and options it was given), or its log. The client backgrounds itself
-    /// once bound; it is stopped here.
-    fn dhcp6(&self, dir: &Path) -> Result<String, String> {
-        let name = self.ns.name();
-        let leases = dir.join(format!("{name}.leases6"));
-        let (pid, log) = (
-            dir.join(format!("{name}.pid6")),
-            dir.join(format!("{name}.log6")),
-        );
-        let _ = std::fs::remove_file(&leases);
-        let log_file = std::fs::File::create(&log).expect("dhclient log");
-        let status = Command::new("timeout")
-            .args([
-                "15", "ip", "netns", "exec", name, DHCLIENT, "-6", "-1", "-v",
-            ])
-            .args(["-sf", "/bin/true", "-lf"])
-            .arg(&leases)
-            .arg("-pf")
-            .arg(&pid)
-            .arg("eth0")
-            .stdout(Stdio::null())
-            .stderr(log_file)
-            .status()
-            .expect("dhclient runs");
-        // Read before the client stops: it rewrites the file as it goes.
-        let lease = std::fs::read_to_string(&leases).unwrap_or_default();
-        let _ = Command::new("ip")
-            .args(["netns", "exec", name, DHCLIENT, "-6", "-x", "-pf"])
-            .arg(&pid)
-            .output();
-        match status.success() && lease.contains("iaaddr") {
-            true => Ok(lease),
-            false => Err(std::fs::read_to_string(&log).unwrap_or_default()),
-        }
-    }
-}
-
-/// The pid of the dnsmasq in `ns`, if one runs (an exited one that its new parent has not
-/// reaped yet does not count).
-fn dnsmasq_pid(ns: &str) -> Option<i32> {
-    let running = |pid: i32| {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        stat.rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
-    };
-    let pids: Vec<i32> = processes_in_netns(ns)
-        .into_iter()
-        .filter(|(pid, name)| name == "dnsmasq" && running(*pid))
-        .map(|(pid, _)| pid)
-        .collect();
-    assert!(pids.len() <= 1, "more than one dnsmasq in {ns}: {pids:?}");
-    pids.first().copied()
-}
-
-fn require(path: &str, package: &str) {
-    assert!(
-        Path::new(path).exists(),
-        "{path} is missing (package {package}): run scripts/setup-neutron.sh as root"
-    );
-}
-
-fn id(object: &Value) -> String {
-    object["id"].as_str().expect("an id").to_owned()
-}
+use common::neutron::{Neutron, Options};
+use serde_json::json;
 
 #[test]
 fn vms_get_their_neutron_addresses_by_dhcp_from_one_dnsmasq() {
@@ -258,7 +26,11 @@ fn vms_get_their_neutron_addresses_by_dhcp_from_one_dnsmasq() {
     require(BUSYBOX, "busybox");
     require(DHCLIENT, "isc-dhcp-client");
     let started = Instant::now();
-    let neutron = Neutron::start();
+    // noauth, named explicitly: the agent and calico-neutron run without Keystone here.
+    let neutron = Neutron::start_with(Options {
+        noauth: true,
+        ..Options::default()
+    });
     let host = NetNs::new("dhcp-host");
     let _reaper = Reaper(host.name().to_owned());
     let etcd = EtcdServer::start_in_netns(host.name());
@@ -302,10 +74,12 @@ fn vms_get_their_neutron_addresses_by_dhcp_from_one_dnsmasq() {
     };
 
     let sync_log = dir.path().join("calico-neutron.log");
+    let (args, _) = neutron.sync_args();
     let _sync = SyncProcess::start_in(
         Some(host.name()),
         &etcd.endpoint(),
         &forward.url(),
+        (&args, &[]),
         &sync_log,
         "60s",
     );
@@ -340,6 +114,12 @@ fn vms_get_their_neutron_addresses_by_dhcp_from_one_dnsmasq() {
         );
     }
     let pid = dnsmasq_pid(host.name()).expect("dnsmasq runs");
+    // noauth is said, not silent.
+    let log = agent.log();
+    assert!(
+        log.contains("requests to neutron carry no token"),
+        "the agent does not say it runs without Keystone:\n{log}"
+    );
 
     // 2. Routing to the VM is untouched by the gateway address: as Felix does, the host routes
     //    the VM's /32 through its TAP with proxy ARP; no subnet route points at the interface.

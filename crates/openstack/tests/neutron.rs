@@ -199,7 +199,7 @@ impl Scene {
         }
         let logs = tempfile::tempdir().expect("temporary directory");
         let log = logs.path().join("calico-neutron.log");
-        let sync = SyncProcess::start(&etcd.endpoint(), &neutron.url, &log, "2s");
+        let sync = SyncProcess::start(&etcd.endpoint(), &neutron, &log, "2s");
         let world = build_world(&neutron);
         Scene {
             web_profile: format!("openstack-sg-{}", world.web),
@@ -368,7 +368,7 @@ fn restart_while_ports_change_converges(scene: &mut Scene, port1: &Value, key1: 
     let fields = vm_port(&scene.world, "host2", VM3, 12, json!([scene.world.web]));
     let port3 = scene.neutron.create("ports", fields);
     let etcd = scene.etcd.endpoint();
-    scene.sync = SyncProcess::start(&etcd, &scene.neutron.url, &scene.log, "2s");
+    scene.sync = SyncProcess::start(&etcd, &scene.neutron, &scene.log, "2s");
     let (port4, key4) = scene.web_port("host1", VM1, 13);
     let key3 = endpoint_key("host2", VM3, &id(&port3));
     let expected3 = expected_endpoint(&port3, json!([scene.web_profile]), 12);

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use calico_linux::{Link, Netlink, Netns, set_sysctl};
 
+use calico_model::MacAddr;
+
 use crate::error::PlumbingError;
 use crate::plan::{Gateway, PlannedRoute, PlumbPlan, Side, Step, Undo};
 use crate::routes::{self, ContainerRoute, SourceRule};
@@ -190,7 +192,14 @@ impl<'a> Kernel<'a> {
             }
             Step::SetMac { mac } => {
                 let (container, link) = self.container().await?;
-                container.set_mac(link.index, *mac).await?;
+                let refused = |e: calico_linux::NetlinkError| PlumbingError::Refused {
+                    command: format!("ip link set {} address {mac}", link.name),
+                    reason: e.to_string(),
+                };
+                container
+                    .set_mac(link.index, mac.octets())
+                    .await
+                    .map_err(refused)?;
             }
             Step::RemoveSourceRules { addresses } => {
                 let (container, _) = self.container().await?;
@@ -237,7 +246,7 @@ impl<'a> Kernel<'a> {
     /// container side's new MAC.
     async fn settle(&mut self, step: &Step) -> Result<(), PlumbingError> {
         if let (Step::SetMac { mac }, Some((_, link))) = (step, &mut self.container_link) {
-            link.mac = Some(*mac);
+            link.mac = Some(mac.octets());
         }
         if let Step::CreateVeth { host, .. } = step {
             let link =
@@ -269,25 +278,13 @@ pub async fn host_link_local(
             return Ok(v6);
         }
         if std::time::Instant::now() >= deadline {
-            return link.mac.map(eui64_link_local).ok_or_else(|| {
-                PlumbingError::Missing(format!("{} has no link-local address", link.name))
-            });
+            return link
+                .mac
+                .map(|mac| MacAddr(mac).eui64_link_local())
+                .ok_or_else(|| {
+                    PlumbingError::Missing(format!("{} has no link-local address", link.name))
+                });
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-}
-
-/// The EUI-64 link-local address of a MAC.
-pub fn eui64_link_local(mac: [u8; 6]) -> Ipv6Addr {
-    let [a, b, c, d, e, f] = mac;
-    Ipv6Addr::new(
-        0xfe80,
-        0,
-        0,
-        0,
-        u16::from_be_bytes([a ^ 0x02, b]),
-        u16::from_be_bytes([c, 0xff]),
-        u16::from_be_bytes([0xfe, d]),
-        u16::from_be_bytes([e, f]),
-    )
 }

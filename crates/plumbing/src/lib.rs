@@ -14,7 +14,7 @@ pub mod plan;
 pub mod routes;
 
 pub use error::PlumbingError;
-pub use execute::{LINK_LOCAL_WAIT, Plumbed, eui64_link_local, execute, host_link_local, undo};
+pub use execute::{LINK_LOCAL_WAIT, Plumbed, execute, host_link_local, undo};
 pub use plan::{
     Attachment, Gateway, Planned, PlannedRoute, PlumbPlan, RoutePlacement, Side, Step, Undo,
     gateway_routes, plan, routes_plan, veth_plan,

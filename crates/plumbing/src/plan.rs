@@ -19,9 +19,11 @@
 use std::net::IpAddr;
 
 use calico_linux::{Family, Netns, workload_interface_sysctls};
+use calico_model::MacAddr;
 use ipnet::IpNet;
 
-use crate::routes::{IPV4_GATEWAY, MAIN_TABLE, Placement, SourceRule};
+pub use crate::routes::RoutePlacement;
+use crate::routes::{IPV4_GATEWAY, MAIN_TABLE, SourceRule};
 
 /// Which end of the veth pair a step acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,7 +75,7 @@ pub enum Step {
     },
     /// Sets the container side's MAC (before it is up, so its IPv6 link-local address
     /// follows).
-    SetMac { mac: [u8; 6] },
+    SetMac { mac: MacAddr },
     /// Sets one end up.
     SetUp { side: Side },
     /// Sets the MTU of both ends, the host side first.
@@ -166,31 +168,9 @@ pub struct Attachment {
     pub addresses: Vec<IpAddr>,
     pub mtu: Option<u32>,
     /// The container side's MAC, when the runtime asks for one.
-    pub mac: Option<[u8; 6]>,
+    pub mac: Option<MacAddr>,
     /// Where its IPv4 and IPv6 routes go (`routes::placement`).
     pub routes: RoutePlacement,
-}
-
-/// Where an attachment's routes go, per family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RoutePlacement {
-    pub v4: Placement,
-    pub v6: Placement,
-}
-
-impl RoutePlacement {
-    /// The first (or only) attachment of a container.
-    pub const FIRST: RoutePlacement = RoutePlacement {
-        v4: Placement::FIRST,
-        v6: Placement::FIRST,
-    };
-
-    fn of(&self, family: Family) -> Placement {
-        match family {
-            Family::V4 => self.v4,
-            Family::V6 => self.v6,
-        }
-    }
 }
 
 /// Collects planned steps.

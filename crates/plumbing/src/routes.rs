@@ -26,7 +26,6 @@ use calico_linux::{Family, Link, Netlink, NetlinkError, Netns, PolicyRule, Table
 use ipnet::IpNet;
 
 use crate::error::PlumbingError;
-use crate::plan::RoutePlacement;
 
 /// The gateway every IPv4 workload routes through: answered by proxy ARP on the host side.
 pub const IPV4_GATEWAY: Ipv4Addr = Ipv4Addr::new(169, 254, 1, 1);
@@ -341,6 +340,28 @@ pub async fn delete_rules_from(
         }
     }
     Ok(())
+}
+
+/// Where an attachment's routes go, per family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoutePlacement {
+    pub v4: Placement,
+    pub v6: Placement,
+}
+
+impl RoutePlacement {
+    /// The first (or only) attachment of a container.
+    pub const FIRST: RoutePlacement = RoutePlacement {
+        v4: Placement::FIRST,
+        v6: Placement::FIRST,
+    };
+
+    pub(crate) fn of(&self, family: Family) -> Placement {
+        match family {
+            Family::V4 => self.v4,
+            Family::V6 => self.v6,
+        }
+    }
 }
 
 #[cfg(test)]

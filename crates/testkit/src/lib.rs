@@ -14,9 +14,11 @@
 mod docker;
 mod etcd;
 pub mod etcd_v2;
+pub mod http;
 mod netns;
 mod stats;
 mod tls;
+pub mod webdriver;
 
 use std::net::TcpListener;
 use std::path::Path;

@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 
 use toml::{Table, Value};
 
+mod common;
+
+use common::{crate_dirs, workspace as root};
+
 const DOC: &str = "docs/architecture.md";
 const BEGIN: &str = "<!-- allowed-dependencies:begin -->";
 const END: &str = "<!-- allowed-dependencies:end -->";
@@ -20,7 +24,7 @@ const POLICED_PREFIX: &[&str] = &["netlink-"];
 const PURE: &[&str] = &["model", "calc", "dataplane", "bgp"];
 
 /// Rule 3: these depend on nothing of ours.
-const LEAVES: &[&str] = &["model", "datastore", "linux", "testkit"];
+const LEAVES: &[&str] = &["model", "datastore", "linux", "http", "daemon", "testkit"];
 
 /// Rule 6: outside `linux`, `nix` only with these features.
 const NIX_FEATURES_OUTSIDE_LINUX: &[&str] = &["signal"];
@@ -71,26 +75,15 @@ struct Row {
     line: usize,
 }
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("crates/testkit has a workspace two levels up")
-        .to_path_buf()
-}
-
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
 fn crates(root: &Path) -> Vec<Crate> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
-        .expect("cannot list crates/")
-        .map(|entry| entry.expect("cannot list crates/").path())
-        .filter(|dir| dir.join("Cargo.toml").is_file())
-        .collect();
-    dirs.sort();
-    dirs.iter().map(|dir| parse_crate(dir)).collect()
+    crate_dirs(root)
+        .iter()
+        .map(|dir| parse_crate(dir))
+        .collect()
 }
 
 fn parse_crate(dir: &Path) -> Crate {

@@ -10,7 +10,11 @@ use std::path::{Path, PathBuf};
 use toml::{Table, Value};
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
 }
 
 fn read(path: &Path) -> String {
@@ -23,7 +27,9 @@ fn binaries(root: &Path) -> Vec<(String, Vec<String>)> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(root.join("crates")).unwrap() {
         let dir = entry.unwrap().path();
-        let Ok(text) = std::fs::read_to_string(dir.join("Cargo.toml")) else { continue };
+        let Ok(text) = std::fs::read_to_string(dir.join("Cargo.toml")) else {
+            continue;
+        };
         let table: Table = text.parse().unwrap();
         let package = table["package"]["name"].as_str().unwrap().to_owned();
         let mut bins: BTreeSet<String> = table
@@ -59,8 +65,11 @@ fn built_by_demo(script: &str, all: &[(String, Vec<String>)]) -> BTreeSet<String
     if words.contains(&"--workspace") {
         return all.iter().flat_map(|(_, bins)| bins.clone()).collect();
     }
-    let packages: BTreeSet<&str> =
-        words.windows(2).filter(|w| w[0] == "-p").map(|w| w[1]).collect();
+    let packages: BTreeSet<&str> = words
+        .windows(2)
+        .filter(|w| w[0] == "-p")
+        .map(|w| w[1])
+        .collect();
     all.iter()
         .filter(|(package, _)| packages.contains(package.as_str()))
         .flat_map(|(_, bins)| bins.clone())

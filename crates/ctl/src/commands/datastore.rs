@@ -7,12 +7,12 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use calico_datastore::{Compare, Datastore, Expect, KvPair, TxnOp};
+use calico_model::key::Prefix;
 
 use serde_json::json;
 
 use super::print_report;
 use crate::cli::{MigrateArgs, Output};
-use crate::http::{Client, TlsFiles};
 use crate::migrate::{Action, Plan, Rejected};
 use crate::v2;
 
@@ -31,15 +31,17 @@ pub async fn migrate(
         .filter(|e| !e.is_empty())
         .map(str::to_owned)
         .collect();
-    let client = Client::new(&TlsFiles {
+    let client = calico_http::Client::new(&calico_http::Tls {
         ca_file: args.v2_ca_cert_file.clone(),
         cert_file: args.v2_cert_file.clone(),
         key_file: args.v2_key_file.clone(),
+        system_bundle: false,
     })
-    .map_err(|why| anyhow::anyhow!("TLS for the v2 source: {why}"))?;
+    .map_err(|why| anyhow::anyhow!("TLS for the v2 source: {why}"))?
+    .named("calicoctl");
     let leaves = v2::read_calico(&client, &endpoints).await?;
     let existing: HashMap<String, KvPair> = store
-        .list("/calico/")
+        .list(&Prefix::Calico.to_string())
         .await?
         .into_iter()
         .map(|pair| (pair.key.clone(), pair))

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use calico_datastore::Datastore;
+use calico_model::key::Prefix;
 
 use crate::cli::DeleteArgs;
 
@@ -46,7 +47,7 @@ pub async fn run(
 /// Refuses prefixes that would reach outside `/calico/...` or take the whole tree by accident.
 fn check_prefix(prefix: &str) -> anyhow::Result<()> {
     let depth = prefix.trim_matches('/').split('/').count();
-    if !prefix.starts_with("/calico/") || depth < 2 {
+    if !Prefix::Calico.holds(prefix) || depth < 2 {
         anyhow::bail!(
             "refusing to delete prefix {prefix:?}: give a prefix below /calico/, e.g. /calico/v1/policy/tier/my-tier/"
         );

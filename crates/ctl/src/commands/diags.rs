@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use calico_datastore::Datastore;
 use calico_model::bundle;
+use calico_model::key::{Key, Prefix};
 
 use super::kernel_hostname;
 use crate::cli::{DiagsArgs, EtcdArgs};
@@ -100,14 +101,12 @@ async fn datastore_part(
     host: &str,
 ) -> anyhow::Result<(String, BTreeMap<String, (String, &'static str)>)> {
     let store = connect::connect(etcd).await?;
-    let prefixes = [
-        format!("/calico/v1/host/{host}/"),
-        format!("/calico/bgp/v1/host/{host}/"),
-        format!("/calico/felix/v1/host/{host}/"),
-        format!("/calico/ipam/v2/host/{host}/"),
-        "/calico/v1/config/".to_owned(),
-        "/calico/v1/Ready".to_owned(),
-    ];
+    let mut prefixes: Vec<String> = Prefix::of_host(host)
+        .iter()
+        .map(Prefix::to_string)
+        .collect();
+    prefixes.push(Prefix::GlobalConfig.to_string());
+    prefixes.push(Key::Ready.to_string());
     let mut pairs = Vec::new();
     for prefix in &prefixes {
         pairs.extend(store.list(prefix).await?);
@@ -121,12 +120,12 @@ async fn config_layer(
     host: &str,
 ) -> anyhow::Result<BTreeMap<String, (String, &'static str)>> {
     let mut layer = BTreeMap::new();
+    let host_config = Prefix::HostConfig {
+        hostname: host.to_owned(),
+    };
     let sources = [
-        ("/calico/v1/config/".to_owned(), "etcd /calico/v1/config"),
-        (
-            format!("/calico/v1/host/{host}/config/"),
-            "etcd host config",
-        ),
+        (Prefix::GlobalConfig.to_string(), "etcd /calico/v1/config"),
+        (host_config.to_string(), "etcd host config"),
     ];
     for (prefix, source) in sources {
         for pair in store.list(&prefix).await? {

@@ -8,13 +8,14 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use calico_calc::{Applied, Cluster, Direction, EndpointKey, Packet, explain};
 use calico_datastore::Datastore;
+use calico_model::key::Prefix;
 use calico_model::rule::Protocol;
 use calico_model::{Key, invalid_warning};
 
 use crate::cli::{DirectionArg, ExplainArgs};
 
 /// Where endpoints and policy live.
-const PREFIXES: [&str; 2] = ["/calico/v1/host/", "/calico/v1/policy/"];
+const PREFIXES: [Prefix; 2] = [Prefix::Hosts, Prefix::Policy];
 
 pub async fn run(
     store: &dyn Datastore,
@@ -52,10 +53,10 @@ fn endpoint_key(text: &str) -> anyhow::Result<EndpointKey> {
 
 /// Every endpoint, profile, tier and policy; invalid ones are reported and left out, as Felix
 /// treats them.
-async fn load(store: &dyn Datastore) -> anyhow::Result<Cluster> {
+pub(crate) async fn load(store: &dyn Datastore) -> anyhow::Result<Cluster> {
     let mut cluster = Cluster::default();
     for prefix in PREFIXES {
-        for pair in store.list(prefix).await? {
+        for pair in store.list(&prefix.to_string()).await? {
             if let Applied::Invalid { reason } = cluster.apply(&pair.key, Some(&pair.value)) {
                 eprintln!("warning: {}", invalid_warning(&pair.key, &reason));
             }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use calico_datastore::Datastore;
 use calico_ipam::{AffinityOutcome, AssignRequest, Ipam, IpamSettings, Report, block};
-use calico_model::IpVersion;
 use calico_model::ipam::AllocationBlock;
+use calico_model::{IpVersion, Key};
 use ipnet::IpNet;
 use serde_json::json;
 
@@ -96,7 +96,7 @@ async fn config(
     if setting {
         settings
             .check()
-            .map_err(|e| anyhow::anyhow!("/calico/ipam/v2/config: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("{}: {e}", Key::IpamConfig))?;
         ipam.set_settings(&settings).await?;
     }
     let IpamSettings {

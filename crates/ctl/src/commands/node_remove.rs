@@ -22,6 +22,7 @@ use std::sync::Arc;
 use calico_datastore::Datastore;
 use calico_ipam::{Ipam, block};
 use calico_model::ipam::AllocationBlock;
+use calico_model::key::Prefix;
 use calico_model::{Key, Value, parse_value};
 
 use super::ipam::describe_outcome;
@@ -29,11 +30,8 @@ use crate::cli::NodeRemoveArgs;
 
 /// The host's key prefixes, each ending in `/` so that host `a` never matches host `ab`.
 pub fn host_prefixes(host: &str) -> [String; 3] {
-    [
-        format!("/calico/v1/host/{host}/"),
-        format!("/calico/bgp/v1/host/{host}/"),
-        format!("/calico/felix/v1/host/{host}/"),
-    ]
+    let [endpoints, bgp, status, _affinities] = Prefix::of_host(host);
+    [endpoints, bgp, status].map(|prefix| prefix.to_string())
 }
 
 /// The addresses "still assigned there": those of the host's endpoints; every allocation whose

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail};
 use calico_datastore::{Datastore, TxnOp};
-use calico_model::key::Key;
+use calico_model::key::{Key, Prefix};
 use serde_json::{Map, Value};
 
 use super::read_file;
@@ -125,7 +125,7 @@ fn selects(id: &Id, name: Option<&str>, filter: &ResourceFilter) -> bool {
 }
 
 /// Validates every document; reports every problem and fails if there is one.
-fn validate(documents: &[Document], with_spec: bool) -> anyhow::Result<Vec<Resource>> {
+pub(crate) fn validate(documents: &[Document], with_spec: bool) -> anyhow::Result<Vec<Resource>> {
     let mut resources: Vec<Resource> = Vec::new();
     let mut seen: HashMap<Id, usize> = HashMap::new();
     let mut problems = Vec::new();
@@ -328,7 +328,7 @@ async fn check_tiers(store: &dyn Datastore, changes: &[Change]) -> anyhow::Resul
     let deleted = |key: &str| deleted.contains(key);
     for change in changes.iter().filter(|c| c.outcome == "deleted") {
         let Id::Tier(tier) = &change.id else { continue };
-        let prefix = format!("/calico/v1/policy/tier/{tier}/policy/");
+        let prefix = Prefix::TierPolicies { tier: tier.clone() }.to_string();
         let left: Vec<String> = (store.list(&prefix).await?.into_iter())
             .filter(|pair| !deleted(&pair.key))
             .filter_map(|pair| match Key::parse(&pair.key) {

@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use calico_datastore::Datastore;
+use calico_model::key::Prefix;
 use calico_model::{Key, Value, parse_value};
 
 use serde_json::json;
@@ -167,10 +168,16 @@ async fn datastore_part(
             false
         }
     };
-    let configured = store.list(&format!("/calico/v1/host/{host}/")).await?;
-    let reported = store
-        .list(&format!("/calico/felix/v1/host/{host}/"))
+    let hostname = host.to_owned();
+    let configured = store
+        .list(
+            &Prefix::Host {
+                hostname: hostname.clone(),
+            }
+            .to_string(),
+        )
         .await?;
+    let reported = store.list(&Prefix::Status { hostname }.to_string()).await?;
     let rows = endpoint_rows(
         configured
             .iter()
@@ -269,14 +276,15 @@ fn write_endpoints(rows: &BTreeMap<String, String>, out: &mut dyn Write) -> std:
 
 /// Liveness and readiness from Felix's health port.
 pub async fn felix_health(url: &str) -> Health {
-    let client = crate::http::Client::plain();
+    let client = calico_http::Client::plain()
+        .named("calicoctl")
+        .with_timeout(HEALTH_TIMEOUT);
     let ask = |path: &'static str| {
         let client = client.clone();
         async move {
-            match tokio::time::timeout(HEALTH_TIMEOUT, client.get(url, path)).await {
-                Ok(Ok((status, _))) => Ok(status == 200),
-                Ok(Err(why)) => Err(why),
-                Err(_) => Err(format!("no answer within {HEALTH_TIMEOUT:?}")),
+            match client.get(url, path).await {
+                Ok(answer) => Ok(answer.status == 200),
+                Err(why) => Err(why.to_string()),
             }
         }
     };

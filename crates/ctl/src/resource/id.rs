@@ -7,7 +7,7 @@
 use std::net::IpAddr;
 
 use calico_model::ValidationError;
-use calico_model::key::{HostEndpointId, Key, PeerScope, WorkloadEndpointId};
+use calico_model::key::{HostEndpointId, Key, PeerScope, Prefix, WorkloadEndpointId};
 use calico_model::names;
 use calico_model::rule::IpVersion;
 use ipnet::IpNet;
@@ -24,6 +24,10 @@ const NODE_PREFIX: &str = "node.";
 pub enum Id {
     Tier(String),
     Policy {
+        tier: String,
+        name: String,
+    },
+    StagedPolicy {
         tier: String,
         name: String,
     },
@@ -46,6 +50,7 @@ impl Id {
         match self {
             Id::Tier(_) => Kind::Tier,
             Id::Policy { .. } => Kind::Policy,
+            Id::StagedPolicy { .. } => Kind::StagedPolicy,
             Id::Profile(_) => Kind::Profile,
             Id::WorkloadEndpoint(_) => Kind::WorkloadEndpoint,
             Id::HostEndpoint(_) => Kind::HostEndpoint,
@@ -61,7 +66,7 @@ impl Id {
     pub fn name(&self) -> String {
         match self {
             Id::Tier(name) | Id::Profile(name) | Id::Node(name) => name.clone(),
-            Id::Policy { name, .. } => name.clone(),
+            Id::Policy { name, .. } | Id::StagedPolicy { name, .. } => name.clone(),
             Id::WorkloadEndpoint(id) => id.endpoint.clone(),
             Id::HostEndpoint(id) => id.endpoint.clone(),
             Id::IpPool(cidr) => cidr.to_string(),
@@ -85,7 +90,7 @@ impl Id {
     /// The tier of a policy.
     pub fn tier(&self) -> Option<&str> {
         match self {
-            Id::Policy { tier, .. } => Some(tier),
+            Id::Policy { tier, .. } | Id::StagedPolicy { tier, .. } => Some(tier),
             Id::Tier(tier) => Some(tier),
             _ => None,
         }
@@ -96,7 +101,7 @@ impl Id {
         let mut map = Map::new();
         map.insert("name".into(), self.name().into());
         match self {
-            Id::Policy { tier, .. } => {
+            Id::Policy { tier, .. } | Id::StagedPolicy { tier, .. } => {
                 map.insert("tier".into(), tier.clone().into());
             }
             Id::WorkloadEndpoint(id) => {
@@ -143,6 +148,10 @@ impl Id {
         let id = match kind {
             Kind::Tier => Id::Tier(name),
             Kind::Policy => Id::Policy {
+                tier: field("tier")?.unwrap_or_else(|| GLOBAL.to_owned()),
+                name,
+            },
+            Kind::StagedPolicy => Id::StagedPolicy {
                 tier: field("tier")?.unwrap_or_else(|| GLOBAL.to_owned()),
                 name,
             },
@@ -196,6 +205,10 @@ impl Id {
                 tier: tier.clone(),
                 name: policy.clone(),
             },
+            Key::StagedPolicy { tier, policy } => Id::StagedPolicy {
+                tier: tier.clone(),
+                name: policy.clone(),
+            },
             Key::ProfileRules { profile }
             | Key::ProfileTags { profile }
             | Key::ProfileLabels { profile } => Id::Profile(profile.clone()),
@@ -232,6 +245,7 @@ impl Id {
         match self.clone() {
             Id::Tier(tier) => vec![Key::TierMetadata { tier }],
             Id::Policy { tier, name } => vec![Key::Policy { tier, policy: name }],
+            Id::StagedPolicy { tier, name } => vec![Key::StagedPolicy { tier, policy: name }],
             Id::Profile(profile) => vec![
                 Key::ProfileRules {
                     profile: profile.clone(),
@@ -256,11 +270,14 @@ impl Id {
 
     /// The prefix below which a Felix configuration's parameters are.
     pub fn prefix(&self) -> Option<String> {
-        match self {
-            Id::FelixConfig(None) => Some("/calico/v1/config/".to_owned()),
-            Id::FelixConfig(Some(host)) => Some(format!("/calico/v1/host/{host}/config/")),
-            _ => None,
-        }
+        let prefix = match self {
+            Id::FelixConfig(None) => Prefix::GlobalConfig,
+            Id::FelixConfig(Some(host)) => Prefix::HostConfig {
+                hostname: host.clone(),
+            },
+            _ => return None,
+        };
+        Some(prefix.to_string())
     }
 }
 
@@ -287,17 +304,19 @@ pub fn node_keys(hostname: &str) -> Vec<Key> {
 }
 
 /// The prefixes to list for every resource of a kind.
-pub fn prefixes(kind: Kind) -> &'static [&'static str] {
-    match kind {
-        Kind::Tier | Kind::Policy => &["/calico/v1/policy/tier/"],
-        Kind::Profile => &["/calico/v1/policy/profile/"],
-        Kind::WorkloadEndpoint | Kind::HostEndpoint => &["/calico/v1/host/"],
-        Kind::IpPool => &["/calico/v1/ipam/"],
-        Kind::BgpPeer => &["/calico/bgp/v1/"],
-        Kind::Node => &["/calico/bgp/v1/host/"],
-        Kind::FelixConfig => &["/calico/v1/config/", "/calico/v1/host/"],
-        Kind::IpamConfig => &["/calico/ipam/v2/config"],
-    }
+pub fn prefixes(kind: Kind) -> Vec<String> {
+    let prefixes = match kind {
+        Kind::Tier | Kind::Policy | Kind::StagedPolicy => vec![Prefix::Tiers],
+        Kind::Profile => vec![Prefix::Profiles],
+        Kind::WorkloadEndpoint | Kind::HostEndpoint => vec![Prefix::Hosts],
+        Kind::IpPool => vec![Prefix::Pools],
+        Kind::BgpPeer => vec![Prefix::Bgp],
+        Kind::Node => vec![Prefix::BgpHosts],
+        Kind::FelixConfig => vec![Prefix::GlobalConfig, Prefix::Hosts],
+        // One key: listed as its own prefix.
+        Kind::IpamConfig => return vec![Key::IpamConfig.to_string()],
+    };
+    prefixes.iter().map(Prefix::to_string).collect()
 }
 
 fn parse_cidr(name: &str) -> Result<IpNet, ValidationError> {

@@ -10,6 +10,8 @@ pub const API_VERSION: &str = "projectcalico.org/v1";
 pub enum Kind {
     Tier,
     Policy,
+    /// A policy evaluated without enforcing (its verdicts reach only the flow logs).
+    StagedPolicy,
     Profile,
     WorkloadEndpoint,
     HostEndpoint,
@@ -21,9 +23,10 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Tier,
         Kind::Policy,
+        Kind::StagedPolicy,
         Kind::Profile,
         Kind::WorkloadEndpoint,
         Kind::HostEndpoint,
@@ -39,6 +42,7 @@ impl Kind {
         match self {
             Kind::Tier => "tier",
             Kind::Policy => "policy",
+            Kind::StagedPolicy => "stagedPolicy",
             Kind::Profile => "profile",
             Kind::WorkloadEndpoint => "workloadEndpoint",
             Kind::HostEndpoint => "hostEndpoint",
@@ -57,6 +61,7 @@ impl Kind {
         match self {
             Kind::Tier => &[],
             Kind::Policy => &["policies", "pol", "pols"],
+            Kind::StagedPolicy => &["stagedpolicies", "spol", "spols"],
             Kind::Profile => &["pro", "pros"],
             Kind::WorkloadEndpoint => &["wep", "weps"],
             Kind::HostEndpoint => &["hep", "heps"],
@@ -91,7 +96,7 @@ impl Kind {
     /// The `metadata` fields a document of this kind may have; the first ones are required.
     pub fn metadata_fields(self) -> (&'static [&'static str], &'static [&'static str]) {
         match self {
-            Kind::Policy => (&["name"], &["tier"]),
+            Kind::Policy | Kind::StagedPolicy => (&["name"], &["tier"]),
             Kind::WorkloadEndpoint => (&["name", "node", "orchestrator", "workload"], &[]),
             Kind::HostEndpoint => (&["name", "node"], &[]),
             Kind::BgpPeer => (&["name"], &["node"]),
@@ -134,6 +139,10 @@ mod tests {
             (Kind::BgpPeer, "bgppeer bgppeers bgpp bgpps bp bps"),
             (Kind::Node, "node nodes no nos"),
             (Kind::Tier, "tier tiers"),
+            (
+                Kind::StagedPolicy,
+                "stagedpolicy stagedpolicies stagedpolicys spol spols",
+            ),
             (
                 Kind::FelixConfig,
                 "felixconfiguration felixconfigurations felixconfig felixconfigs",

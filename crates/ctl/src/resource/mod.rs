@@ -67,7 +67,9 @@ impl fmt::Display for DocumentError {
 pub fn describe(id: &Id) -> String {
     let mut text = format!("{} {:?}", id.kind(), id.name());
     match id {
-        Id::Policy { tier, .. } => text.push_str(&format!(" in tier {tier:?}")),
+        Id::Policy { tier, .. } | Id::StagedPolicy { tier, .. } => {
+            text.push_str(&format!(" in tier {tier:?}"))
+        }
         Id::WorkloadEndpoint(w) => text.push_str(&format!(
             " of {}/{} on node {:?}",
             w.orchestrator, w.workload, w.hostname

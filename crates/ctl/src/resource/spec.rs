@@ -36,6 +36,12 @@ pub fn encode(id: &Id, spec: &Value) -> Result<Vec<(Key, String)>, ValidationErr
     Ok(match id {
         Id::Tier(_) => vec![(key(), typed::<TierMetadata>(spec, "spec")?)],
         Id::Policy { .. } => vec![(key(), typed::<Policy>(spec, "spec")?)],
+        Id::StagedPolicy { .. } => {
+            // A policy's fields, and what only a staged policy refuses (`untracked`).
+            let json = typed::<Policy>(spec, "spec")?;
+            parse_value(&key(), &json).map_err(|e| e.within("spec"))?;
+            vec![(key(), json)]
+        }
         Id::WorkloadEndpoint(_) => vec![(key(), typed::<WorkloadEndpoint>(spec, "spec")?)],
         Id::HostEndpoint(_) => vec![(key(), typed::<HostEndpoint>(spec, "spec")?)],
         Id::IpamConfig => vec![(key(), typed::<IpamConfig>(spec, "spec")?)],
@@ -87,7 +93,7 @@ pub fn decode(id: &Id, values: &[(Key, Stored)]) -> Value {
 /// numbers.
 fn stored_json(value: &Stored) -> Value {
     let json = match value {
-        Stored::Policy(v) => serde_json::to_value(v),
+        Stored::Policy(v) | Stored::StagedPolicy(v) => serde_json::to_value(v),
         Stored::TierMetadata(v) => serde_json::to_value(v),
         Stored::ProfileRules(v) => serde_json::to_value(v),
         Stored::ProfileTags(v) => serde_json::to_value(v),
@@ -246,10 +252,16 @@ fn encode_felix(
     let mut pairs = Vec::new();
     for (name, value) in spec {
         let path = format!("spec.{name}");
-        let text_key = match host {
-            None => format!("/calico/v1/config/{name}"),
-            Some(host) => format!("/calico/v1/host/{host}/config/{name}"),
+        let name = name.clone();
+        let written = match host {
+            None => Key::GlobalConfig { name },
+            Some(host) => Key::HostConfig {
+                hostname: host.to_owned(),
+                name,
+            },
         };
+        // Read back, the key must be the parameter: a `/` in the name would make it another.
+        let text_key = written.to_string();
         let key = Key::parse(&text_key).map_err(|e| ValidationError::new(&path, e.reason))?;
         if !matches!(key, Key::GlobalConfig { .. } | Key::HostConfig { .. }) {
             let reason = format!("not a Felix parameter: {text_key} holds a {}", key.kind());

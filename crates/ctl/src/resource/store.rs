@@ -71,7 +71,7 @@ impl Snapshot {
         let mut snapshot = Snapshot::default();
         for (&kind, _) in per_kind.iter().filter(|(_, count)| **count >= LIST_AT) {
             for prefix in prefixes(kind) {
-                snapshot.add(store.list(prefix).await?);
+                snapshot.add(store.list(&prefix).await?);
             }
         }
         for resource in resources {
@@ -209,7 +209,7 @@ pub async fn list(
     let mut resources: BTreeMap<Id, Vec<(Key, Stored)>> = BTreeMap::new();
     let mut invalid = Vec::new();
     for prefix in prefixes(kind) {
-        for pair in store.list(prefix).await? {
+        for pair in store.list(&prefix).await? {
             let Ok(key) = Key::parse(&pair.key) else {
                 continue;
             };

@@ -25,6 +25,14 @@ fn columns(kind: Kind) -> &'static [Column] {
             ("OUTBOUND", "#/spec/outbound_rules", true),
             ("UNTRACKED", "/spec/untracked", true),
         ],
+        Kind::StagedPolicy => &[
+            ("NAME", "/metadata/name", false),
+            ("TIER", "/metadata/tier", false),
+            ("ORDER", "/spec/order", false),
+            ("SELECTOR", "/spec/selector", false),
+            ("INBOUND", "#/spec/inbound_rules", true),
+            ("OUTBOUND", "#/spec/outbound_rules", true),
+        ],
         Kind::Profile => &[
             ("NAME", "/metadata/name", false),
             ("TAGS", "/spec/tags", false),

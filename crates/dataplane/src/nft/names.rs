@@ -106,6 +106,13 @@ pub fn policy_chain(inbound: bool, tier: &str, policy: &str) -> String {
     bounded(format!("pol-{dir}-{tier}.{policy}"))
 }
 
+/// The chain of a staged policy's rules in one direction (flow logs on only: they log and
+/// return): `staged-in-<hash of tier/policy>`, the hash its flow-log prefix carries.
+pub fn staged_chain(inbound: bool, tier: &str, policy: &str) -> String {
+    let dir = direction(inbound);
+    format!("staged-{dir}-{:016x}", hash(&format!("{tier}/{policy}")))
+}
+
 /// The chain of a profile's rules in one direction.
 pub fn profile_chain(inbound: bool, profile: &str) -> String {
     bounded(format!("prof-{}-{profile}", direction(inbound)))

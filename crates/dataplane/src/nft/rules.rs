@@ -9,6 +9,9 @@
 //! - `allow` sets the accept mark and returns; `next-tier` sets the pass mark and returns (in
 //!   a profile it means allow); `deny` drops (through `DropActionOverride`); `log` logs and
 //!   goes on. A `log_prefix` on another action logs in the same rule.
+//! - A staged policy's rule never acts: with flow logs on it logs its step and returns (the
+//!   first match ends the staged policy); its `log` rules and log prefixes are left out. With
+//!   flow logs off it renders nothing.
 
 use calico_calc::IpSetSource;
 use calico_linux::nft::{CtStates, Dir, Expr, IpFamily, Ports, Rule, Verdict};
@@ -16,6 +19,7 @@ use calico_model::IpVersion;
 use calico_model::rule::{Action, PortRange, Protocol};
 
 use super::names;
+pub(super) use crate::flowlog::RuleOwner;
 use crate::flowlog::{self, NFLOG_GROUP, Step, StepAction};
 use crate::render::config::{DropAction, RenderConfig};
 
@@ -32,32 +36,23 @@ pub(super) struct RuleContext<'a> {
     pub comment: String,
 }
 
-/// Whose rule it is.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum RuleOwner<'a> {
-    Policy { tier: &'a str, name: &'a str },
-    Profile(&'a str),
-}
-
 impl RuleContext<'_> {
     fn in_profile(&self) -> bool {
-        matches!(self.owner, RuleOwner::Profile(_))
+        self.owner.is_profile()
+    }
+
+    fn staged(&self) -> bool {
+        self.owner.is_staged()
     }
 
     /// The flow-log statement for the rule taking `action` (none with flow logs off).
     fn flow_log(&self, action: StepAction) -> Option<Expr> {
-        let step = match self.owner {
-            RuleOwner::Policy { tier, name } => Step::Policy {
-                tier: tier.to_owned(),
-                name: name.to_owned(),
-                rule: self.index,
-            },
-            RuleOwner::Profile(name) => Step::Profile {
-                name: name.to_owned(),
-                rule: self.index,
-            },
-        };
-        flow_log(self.config, &step, action, self.inbound)
+        flow_log(
+            self.config,
+            &self.owner.step(self.index),
+            action,
+            self.inbound,
+        )
     }
 }
 
@@ -83,6 +78,9 @@ pub(super) fn family(version: IpVersion) -> IpFamily {
 
 /// The nf_tables rules for a Calico rule.
 pub(super) fn render_rule(rule: &calico_model::rule::Rule, cx: &RuleContext<'_>) -> Vec<Rule> {
+    if cx.staged() && (!cx.config.flow_logs || rule.action == Action::Log) {
+        return Vec::new();
+    }
     let uses_sets = [
         &rule.src_tag,
         &rule.not_src_tag,
@@ -241,6 +239,20 @@ pub(super) fn ports_of(range: &PortRange) -> Ports {
 /// The statements for the rule's action (and its log prefix).
 fn actions(rule: &calico_model::rule::Rule, cx: &RuleContext<'_>) -> Vec<Expr> {
     let marks = cx.config.marks;
+    let step = match rule.action {
+        Action::Allow => Some(StepAction::Allow),
+        Action::Deny => Some(StepAction::Deny),
+        Action::NextTier => Some(StepAction::NextTier),
+        Action::Log => None,
+    };
+    let logged = step.and_then(|action| cx.flow_log(action));
+    if cx.staged() {
+        // Would decide: say so, and leave the staged policy (never a mark, never a drop).
+        return logged
+            .into_iter()
+            .chain([Expr::Verdict(Verdict::Return)])
+            .collect();
+    }
     let mut out = Vec::new();
     match (rule.action, &rule.log_prefix) {
         (Action::Log, prefix) => out.push(log(prefix.as_deref().unwrap_or("calico-packet"))),
@@ -256,13 +268,7 @@ fn actions(rule: &calico_model::rule::Rule, cx: &RuleContext<'_>) -> Vec<Expr> {
             Expr::Verdict(Verdict::Return),
         ]
     };
-    let step = match rule.action {
-        Action::Allow => Some(StepAction::Allow),
-        Action::Deny => Some(StepAction::Deny),
-        Action::NextTier => Some(StepAction::NextTier),
-        Action::Log => None,
-    };
-    out.extend(step.and_then(|action| cx.flow_log(action)));
+    out.extend(logged);
     match rule.action {
         Action::Allow => out.extend(set_and_return(marks.accept)),
         Action::NextTier if cx.in_profile() => out.extend(set_and_return(marks.accept)),

@@ -10,9 +10,10 @@
 //!                  clear marks; iifname "<p>*" jump from-wl-dispatch; oifname "<p>*" jump to-wl-dispatch
 //!                  accept-marked accept
 //! from-wl-dispatch: iifname vmap @from-wl (→ goto from-wl-<iface>); else drop
-//! from-wl-<iface>:  anti-spoofing; clear marks; per tier: jump its policy or tier chain,
-//!                   return if accepted, drop unless passed; per profile: jump, return if
-//!                   accepted; drop
+//! from-wl-<iface>:  anti-spoofing; clear marks; per tier: (flow logs on) jump each staged
+//!                   policy's chain, which logs and returns; jump its policy or tier chain,
+//!                   return if accepted, drop unless passed (not in a tier of staged policies
+//!                   only); per profile: jump, return if accepted; drop
 //! ```
 //!
 //! Host endpoints hang off `filter-input` / `filter-output` (`iifname vmap @to-hep`, `oifname
@@ -30,7 +31,7 @@ use calico_linux::nft::{
 };
 use ipnet::IpNet;
 
-use super::names::{self, DispatchMap};
+use super::names::{self, DispatchMap, staged_chain};
 use super::rules::{
     RuleContext, RuleOwner, clear, comment_text, ct, drop_rule, jump, logged_drop_rule, marked,
     plain, render_rule, rule, unmarked,
@@ -111,6 +112,7 @@ enum Owner {
     Endpoint(EndpointKey),
     Nat,
     Policy(PolicyId),
+    StagedPolicy(PolicyId),
     Profile(String),
     Tier(TierList),
 }
@@ -173,6 +175,13 @@ impl NftRenderer {
         let mut owners = vec![Owner::Frame, Owner::Pools, Owner::Nat];
         owners.extend(state.ipsets.keys().cloned().map(Owner::IpSet));
         owners.extend(state.policies.keys().cloned().map(Owner::Policy));
+        owners.extend(
+            state
+                .staged_policies
+                .keys()
+                .cloned()
+                .map(Owner::StagedPolicy),
+        );
         owners.extend(state.profiles.keys().cloned().map(Owner::Profile));
         for key in state.endpoints.keys() {
             self.track_endpoint(state, key);
@@ -220,6 +229,7 @@ impl NftRenderer {
             }
         }
         owners.extend(changes.profiles.iter().cloned().map(Owner::Profile));
+        owners.extend((changes.staged_policies.iter().cloned()).map(Owner::StagedPolicy));
         owners.extend(changes.ipsets.iter().cloned().map(Owner::IpSet));
         if changes.pools {
             owners.insert(Owner::Pools);
@@ -261,7 +271,7 @@ impl NftRenderer {
             return;
         }
         let mut lists = Vec::new();
-        for tier in &program.tiers {
+        for tier in program.tiers.iter().filter(|t| t.enforces()) {
             for inbound in [true, false] {
                 let list = TierList {
                     inbound,
@@ -422,6 +432,20 @@ impl NftRenderer {
                     })
                 }
                 None => Part::default(),
+            },
+            // Staged policies only log: nothing of them without flow logs.
+            Owner::StagedPolicy(id) => match state.staged_policies.get(id) {
+                Some(rules) if self.config.flow_logs => {
+                    let what = format!("staged policy {}/{}", id.tier, id.name);
+                    let owner = RuleOwner::StagedPolicy {
+                        tier: &id.tier,
+                        name: &id.name,
+                    };
+                    r.rule_chains(&what, rules, owner, |inbound| {
+                        staged_chain(inbound, &id.tier, &id.name)
+                    })
+                }
+                _ => Part::default(),
             },
             Owner::Profile(id) => match state.profiles.get(id) {
                 Some(rules) => {
@@ -1061,9 +1085,20 @@ impl Renderer<'_> {
         let marks = self.config.marks;
         chain.rules.push(self.clear_both());
         let return_if_accepted = plain(vec![marked(marks.accept), Expr::Verdict(Verdict::Return)]);
-        for (index, tier) in program.tiers.iter().enumerate() {
+        let flow_logs = self.config.flow_logs;
+        let evaluated = program.tiers.iter().filter(|t| t.enforces() || flow_logs);
+        for (index, tier) in evaluated.enumerate() {
             if index > 0 {
                 chain.rules.push(plain(vec![clear(marks.pass)]));
+            }
+            if flow_logs {
+                for id in &tier.staged {
+                    let target = staged_chain(inbound, &id.tier, &id.name);
+                    chain.rules.push(plain(vec![jump(target)]));
+                }
+            }
+            if !tier.enforces() {
+                continue; // staged policies only: nothing to enforce, no end of tier
             }
             let list = TierList {
                 inbound,

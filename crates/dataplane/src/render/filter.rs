@@ -8,6 +8,15 @@
 //! accepted), then the profiles, then drops. The entry chains accept what an endpoint chain
 //! accepted.
 //!
+//! Staged policies (with flow logs on; otherwise nothing of them is rendered) are jumped to at
+//! the start of their tier: their chains log the step the first matching rule would take
+//! and return, setting no mark, so the tier goes on as if they were not there. A tier where
+//! only staged policies apply has no end-of-tier drop.
+//!
+//! With flow logs on, every drop that is a step of the evaluation (end of tier, missing
+//! profile, no profile matched) is preceded by an NFLOG rule naming it (see
+//! [`crate::flowlog`]).
+//!
 //! Only our interfaces are touched: workload interfaces (`InterfacePrefix`) and the interfaces
 //! of host endpoints. Other traffic returns to the kernel chains untouched.
 
@@ -18,14 +27,15 @@ use std::net::IpAddr;
 use calico_calc::{Changes, DesiredState, EndpointKey, EndpointProgram, PolicyId, Rules};
 
 use super::config::RenderConfig;
-use super::rules::{RuleContext, render_rule};
-use super::{IpVersion, holds, policy_chain, profile_chain, quote};
+use super::rules::{RuleContext, RuleOwner, flow_log, render_rule};
+use super::{IpVersion, holds, policy_chain, profile_chain, quote, staged_policy_chain};
+use crate::flowlog::{Step, StepAction};
 
 /// A chain and its rule bodies.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Chain {
-    pub(super) name: String,
-    pub(super) rules: Vec<String>,
+pub(crate) struct Chain {
+    pub(crate) name: String,
+    pub(crate) rules: Vec<String>,
 }
 
 impl Chain {
@@ -48,6 +58,7 @@ enum Owner {
     Dispatch,
     Endpoint(EndpointKey),
     Policy(PolicyId),
+    StagedPolicy(PolicyId),
     Profile(String),
 }
 
@@ -78,17 +89,29 @@ impl FilterTable {
 
     /// Renders every chain (start-up and repair): restore input that declares and refills all.
     pub fn render_all(&mut self, state: &DesiredState) -> String {
+        self.rerender(state);
+        let all: Vec<&Chain> = self.owned.values().flatten().collect();
+        restore_text("filter", &all, &[])
+    }
+
+    /// Renders every chain, for [`FilterTable::chains`], without the restore input.
+    pub fn rerender(&mut self, state: &DesiredState) {
         let mut owners = vec![Owner::Entry, Owner::Dispatch];
         owners.extend(state.endpoints.keys().cloned().map(Owner::Endpoint));
         owners.extend(state.policies.keys().cloned().map(Owner::Policy));
+        owners.extend(
+            state
+                .staged_policies
+                .keys()
+                .cloned()
+                .map(Owner::StagedPolicy),
+        );
         owners.extend(state.profiles.keys().cloned().map(Owner::Profile));
         self.owned.clear();
         for owner in owners {
             let chains = self.render_owner(state, &owner);
             self.owned.insert(owner, chains);
         }
-        let all: Vec<&Chain> = self.owned.values().flatten().collect();
-        restore_text("filter", &all, &[])
     }
 
     /// Re-renders what `changes` touched and returns restore input holding only the chains
@@ -97,6 +120,7 @@ impl FilterTable {
         let mut owners: BTreeSet<Owner> = BTreeSet::new();
         owners.extend(changes.endpoints.iter().cloned().map(Owner::Endpoint));
         owners.extend(changes.policies.iter().cloned().map(Owner::Policy));
+        owners.extend((changes.staged_policies.iter().cloned()).map(Owner::StagedPolicy));
         owners.extend(changes.profiles.iter().cloned().map(Owner::Profile));
         if !changes.endpoints.is_empty() {
             owners.insert(Owner::Dispatch);
@@ -144,15 +168,41 @@ impl FilterTable {
             Owner::Entry => renderer.entry_chains(),
             Owner::Dispatch => renderer.dispatch_chains(state),
             Owner::Endpoint(key) => match state.endpoints.get(key) {
-                Some(program) => renderer.endpoint_chains(key, program),
+                Some(program) => {
+                    // The profile a missing-profile drop names in the flow logs.
+                    let missing = program
+                        .profiles
+                        .iter()
+                        .find(|p| !state.profiles.contains_key(*p))
+                        .map(String::as_str);
+                    renderer.endpoint_chains(key, program, missing)
+                }
                 None => Vec::new(),
             },
             Owner::Policy(id) => match state.policies.get(id) {
                 // Untracked policies live in the raw table.
                 Some(rules) if !rules.untracked => {
                     let what = format!("policy {}/{}", id.tier, id.name);
-                    renderer.rule_chains(&what, rules, false, |inbound| {
+                    let owner = RuleOwner::Policy {
+                        tier: &id.tier,
+                        name: &id.name,
+                    };
+                    renderer.rule_chains(&what, rules, owner, |inbound| {
                         policy_chain(inbound, &id.tier, &id.name)
+                    })
+                }
+                _ => Vec::new(),
+            },
+            // Staged policies only log: nothing of them without flow logs.
+            Owner::StagedPolicy(id) => match state.staged_policies.get(id) {
+                Some(rules) if self.config.flow_logs => {
+                    let what = format!("staged policy {}/{}", id.tier, id.name);
+                    let owner = RuleOwner::StagedPolicy {
+                        tier: &id.tier,
+                        name: &id.name,
+                    };
+                    renderer.rule_chains(&what, rules, owner, |inbound| {
+                        staged_policy_chain(inbound, &id.tier, &id.name)
                     })
                 }
                 _ => Vec::new(),
@@ -160,7 +210,8 @@ impl FilterTable {
             Owner::Profile(id) => match state.profiles.get(id) {
                 Some(rules) => {
                     let what = format!("profile {id}");
-                    renderer.rule_chains(&what, rules, true, |inbound| profile_chain(inbound, id))
+                    let owner = RuleOwner::Profile(id);
+                    renderer.rule_chains(&what, rules, owner, |inbound| profile_chain(inbound, id))
                 }
                 None => Vec::new(),
             },
@@ -170,20 +221,30 @@ impl FilterTable {
 
 /// Restore input: declare (flush) and fill `chains`, then delete `removed` (declared first, so
 /// they are empty, and deleted last, once nothing refers to them).
-pub(super) fn restore_text(table: &str, chains: &[&Chain], removed: &[&str]) -> String {
+pub(crate) fn restore_text(table: &str, chains: &[&Chain], removed: &[&str]) -> String {
+    let pairs: Vec<(&str, &[String])> = chains
+        .iter()
+        .map(|c| (c.name.as_str(), c.rules.as_slice()))
+        .collect();
+    restore_input(table, &pairs, removed)
+}
+
+/// [`restore_text`] for chains given as (name, rules).
+pub(crate) fn restore_input(table: &str, chains: &[(&str, &[String])], removed: &[&str]) -> String {
     if chains.is_empty() && removed.is_empty() {
         return String::new();
     }
     let mut out = format!("*{table}\n");
-    for chain in chains {
-        writeln!(out, ":{} - [0:0]", chain.name).unwrap();
-    }
-    for name in removed {
+    for name in chains
+        .iter()
+        .map(|(name, _)| *name)
+        .chain(removed.iter().copied())
+    {
         writeln!(out, ":{name} - [0:0]").unwrap();
     }
-    for chain in chains {
-        for rule in &chain.rules {
-            writeln!(out, "-A {} {rule}", chain.name).unwrap();
+    for (name, rules) in chains {
+        for rule in *rules {
+            writeln!(out, "-A {name} {rule}").unwrap();
         }
     }
     for name in removed {
@@ -226,6 +287,15 @@ impl Renderer<'_> {
     fn if_accepted(&self) -> String {
         let accept = self.config.marks.accept;
         format!("-m mark --mark {accept:#x}/{accept:#x}")
+    }
+
+    /// [`Renderer::drop`] for a drop that is a step of the evaluation: with flow logs on, an
+    /// NFLOG rule with the same matches names the step first.
+    fn logged_drop(&self, matched: &str, why: &str, step: &Step, inbound: bool) -> Vec<String> {
+        let comment = format!("-m comment --comment {}", quote(why));
+        let matched_all = join(&[&comment, matched]);
+        let log = flow_log(self.config, &matched_all, step, StepAction::Deny, inbound);
+        log.into_iter().chain(self.drop(matched, why)).collect()
     }
 
     /// The drop rules (`DropActionOverride`) after `matched` (which may be empty).
@@ -361,7 +431,12 @@ impl Renderer<'_> {
         vec![wl_in, wl_out, hep_in, hep_out]
     }
 
-    fn endpoint_chains(&self, key: &EndpointKey, program: &EndpointProgram) -> Vec<Chain> {
+    fn endpoint_chains(
+        &self,
+        key: &EndpointKey,
+        program: &EndpointProgram,
+        missing: Option<&str>,
+    ) -> Vec<Chain> {
         let Some(iface) = &program.interface else {
             return Vec::new();
         };
@@ -388,7 +463,7 @@ impl Renderer<'_> {
         };
         for (chain, inbound) in [(&mut chain_in, true), (&mut chain_out, false)] {
             let tier_chain = |index: usize| format!("{}{index}-{iface}", tier_prefix(inbound));
-            chains.extend(self.policy_body(chain, program, inbound, tier_chain));
+            chains.extend(self.policy_body(chain, program, inbound, missing, tier_chain));
         }
         chains.push(chain_in);
         chains.push(chain_out);
@@ -450,6 +525,7 @@ impl Renderer<'_> {
         chain: &mut Chain,
         program: &EndpointProgram,
         inbound: bool,
+        missing: Option<&str>,
         tier_chain: impl Fn(usize) -> String,
     ) -> Vec<Chain> {
         if !program.active {
@@ -461,9 +537,20 @@ impl Renderer<'_> {
         let decided = format!("-m mark ! --mark 0x0/{:#x} -j RETURN", marks.both());
         let mut tiers = Vec::new();
         chain.push(self.clear_marks());
-        for (index, tier) in program.tiers.iter().enumerate() {
+        let flow_logs = self.config.flow_logs;
+        let evaluated = program.tiers.iter().filter(|t| t.enforces() || flow_logs);
+        for (index, tier) in evaluated.enumerate() {
             if index > 0 {
                 chain.push(format!("-j MARK --set-xmark 0x0/{:#x}", marks.pass));
+            }
+            if flow_logs {
+                for id in &tier.staged {
+                    let target = staged_policy_chain(inbound, &id.tier, &id.name);
+                    chain.push(format!("-j {target}"));
+                }
+            }
+            if !tier.enforces() {
+                continue; // staged policies only: nothing to enforce, no end of tier
             }
             let jumps: Vec<String> = tier
                 .policies
@@ -487,17 +574,27 @@ impl Renderer<'_> {
             }
             chain.push(format!("{} -j RETURN", self.if_accepted()));
             let why = format!("end of tier {}", tier.name);
-            chain.rules.extend(self.drop(&not_passed, &why));
+            let step = Step::EndOfTier {
+                tier: tier.name.clone(),
+            };
+            let drop = self.logged_drop(&not_passed, &why, &step, inbound);
+            chain.rules.extend(drop);
         }
         if program.missing_profile {
-            chain.rules.extend(self.drop("", "missing profile"));
+            let step = Step::MissingProfile {
+                name: missing.unwrap_or_default().to_owned(),
+            };
+            let drop = self.logged_drop("", "missing profile", &step, inbound);
+            chain.rules.extend(drop);
             return tiers;
         }
         for profile in &program.profiles {
             chain.push(format!("-j {}", profile_chain(inbound, profile)));
             chain.push(format!("{} -j RETURN", self.if_accepted()));
         }
-        chain.rules.extend(self.drop("", "no profile matched"));
+        let step = Step::NoProfileMatched;
+        let drop = self.logged_drop("", "no profile matched", &step, inbound);
+        chain.rules.extend(drop);
         tiers
     }
 
@@ -506,7 +603,7 @@ impl Renderer<'_> {
         &self,
         what: &str,
         rules: &Rules,
-        in_profile: bool,
+        owner: RuleOwner<'_>,
         name: impl Fn(bool) -> String,
     ) -> Vec<Chain> {
         [
@@ -520,7 +617,9 @@ impl Renderer<'_> {
                 let cx = RuleContext {
                     version: self.version,
                     config: self.config,
-                    in_profile,
+                    owner,
+                    inbound,
+                    index: index as u32,
                     comment: format!("{what} {direction} rule {}", index + 1),
                 };
                 chain.rules.extend(render_rule(rule, &cx));

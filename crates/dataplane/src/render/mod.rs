@@ -13,6 +13,7 @@
 //! | `cali-sp-<iface>` | a workload's anti-spoofing check (when it has several addresses) |
 //! | `cali-pi-<hash>`, `cali-po-<hash>` | a policy's inbound / outbound rules |
 //! | `cali-ri-<hash>`, `cali-ro-<hash>` | a profile's inbound / outbound rules |
+//! | `cali-si-<hash>`, `cali-so-<hash>` | a staged policy's inbound / outbound rules (flow logs on only: they log and return) |
 //! | `cali4-<id>`, `cali6-<id>` | the IP set of a selector or tag (`<id>` from `IpSetSource::id`) |
 //! | `cali-PREROUTING`, `cali-OUTPUT` (raw) | untracked policies of host endpoints: `cali-raw-hep-in/out` dispatch to `cali-ui-<iface>` / `cali-ue-<iface>` |
 //! | `cali-PREROUTING` (nat) | the metadata path: workloads' TCP to 169.254.169.254:80 DNATed to `MetadataAddr:MetadataPort`; then `cali-fip-dnat` |
@@ -32,9 +33,12 @@ use std::hash::Hasher;
 
 use fnv::FnvHasher;
 
+pub(crate) use filter::{Chain, restore_input};
 pub use filter::{FilterTable, kernel_jumps, render_filter};
 pub use ipsets::{ipset_members, render_ipset_delta, render_ipset_updates, render_ipsets};
+pub(crate) use nat::nat_chains;
 pub use nat::{all_pools_set, masquerade_pools_set, render_nat, render_pool_ipsets};
+pub(crate) use raw::raw_chains;
 pub use raw::render_raw;
 
 /// IPv4 (`iptables`, `inet` sets, `cali4-…` names) or IPv6 (`ip6tables`, `inet6` sets,
@@ -63,6 +67,12 @@ fn hash(text: &str) -> String {
 /// The chain of a policy's rules in one direction.
 pub fn policy_chain(inbound: bool, tier: &str, policy: &str) -> String {
     let kind = if inbound { "pi" } else { "po" };
+    format!("cali-{kind}-{}", hash(&format!("{tier}/{policy}")))
+}
+
+/// The chain of a staged policy's rules in one direction.
+pub fn staged_policy_chain(inbound: bool, tier: &str, policy: &str) -> String {
+    let kind = if inbound { "si" } else { "so" };
     format!("cali-{kind}-{}", hash(&format!("{tier}/{policy}")))
 }
 

@@ -14,6 +14,7 @@ use calico_calc::{DesiredState, EndpointKey};
 use ipnet::IpNet;
 
 use super::config::{METADATA_SERVICE, RenderConfig};
+use super::filter::{Chain, restore_text};
 use super::{IpVersion, holds};
 
 /// The set of every pool's CIDR.
@@ -77,52 +78,53 @@ fn is_version(cidr: &IpNet, version: IpVersion) -> bool {
 /// `int_ip`). Other connections from `int_ip` keep their source. An `ext_ip` mapped twice goes
 /// to the first mapping (by endpoint key).
 pub fn render_nat(state: &DesiredState, config: &RenderConfig, version: IpVersion) -> String {
+    let chains = nat_chains(state, config, version);
+    restore_text("nat", &chains.iter().collect::<Vec<_>>(), &[])
+}
+
+/// The nat table's chains for one IP version, in the order [`render_nat`] declares them: what
+/// the driver writes and compares (with the kernel's, or with what it last wrote) as chains.
+pub(crate) fn nat_chains(
+    state: &DesiredState,
+    config: &RenderConfig,
+    version: IpVersion,
+) -> Vec<Chain> {
     let masq = masquerade_pools_set(version);
     let all = all_pools_set(version);
-    let mut out = String::from(
-        "*nat\n:cali-PREROUTING - [0:0]\n:cali-OUTPUT - [0:0]\n:cali-POSTROUTING - [0:0]\n\
-         :cali-fip-dnat - [0:0]\n:cali-fip-snat - [0:0]\n",
-    );
+    let mut prerouting = Chain::new("cali-PREROUTING");
     if let (IpVersion::V4, Some(to)) = (version, config.metadata) {
         for wl in config.interface_prefixes.wildcards() {
-            writeln!(
-                out,
-                "-A cali-PREROUTING -i {wl} -d {}/32 -p tcp -m tcp --dport {} \
+            prerouting.push(format!(
+                "-i {wl} -d {}/32 -p tcp -m tcp --dport {} \
                  -m comment --comment metadata -j DNAT --to-destination {to}",
                 METADATA_SERVICE.ip(),
                 METADATA_SERVICE.port(),
-            )
-            .unwrap();
+            ));
         }
     }
-    out.push_str("-A cali-PREROUTING -j cali-fip-dnat\n");
-    out.push_str("-A cali-OUTPUT -j cali-fip-dnat\n");
-    out.push_str("-A cali-POSTROUTING -j cali-fip-snat\n");
-    writeln!(
-        out,
-        "-A cali-POSTROUTING -m comment --comment \"masquerade pools\" \
+    prerouting.push("-j cali-fip-dnat");
+    let mut output = Chain::new("cali-OUTPUT");
+    output.push("-j cali-fip-dnat");
+    let mut postrouting = Chain::new("cali-POSTROUTING");
+    postrouting.push("-j cali-fip-snat");
+    postrouting.push(format!(
+        "-m comment --comment \"masquerade pools\" \
          -m set --match-set {masq} src -m set ! --match-set {all} dst -j MASQUERADE"
-    )
-    .unwrap();
+    ));
+    let mut dnat = Chain::new("cali-fip-dnat");
+    let mut snat = Chain::new("cali-fip-snat");
     let mut mapped = BTreeSet::new();
     for (int, ext) in nat_mappings(state, version) {
         if !mapped.insert(ext) {
             continue;
         }
         let (int_net, ext_net) = (IpNet::from(int), IpNet::from(ext));
-        writeln!(
-            out,
-            "-A cali-fip-dnat -d {ext_net} -j DNAT --to-destination {int}"
-        )
-        .unwrap();
-        writeln!(
-            out,
-            "-A cali-fip-snat -s {int_net} -d {int_net} -j SNAT --to-source {ext}"
-        )
-        .unwrap();
+        dnat.push(format!("-d {ext_net} -j DNAT --to-destination {int}"));
+        snat.push(format!(
+            "-s {int_net} -d {int_net} -j SNAT --to-source {ext}"
+        ));
     }
-    out.push_str("COMMIT\n");
-    out
+    vec![prerouting, output, postrouting, dnat, snat]
 }
 
 /// The NAT mappings `(int_ip, ext_ip)` of the active local workloads, of one IP version, in

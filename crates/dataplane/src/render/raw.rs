@@ -8,11 +8,22 @@ use calico_calc::{DesiredState, EndpointKey, EndpointProgram};
 
 use super::config::RenderConfig;
 use super::filter::{Chain, Renderer, restore_text};
+use super::rules::RuleOwner;
 use super::{IpVersion, policy_chain};
 
 /// The raw table for one IP version, as `iptables-restore --noflush` input. The kernel's raw
 /// PREROUTING and OUTPUT chains need jumps to `cali-PREROUTING` and `cali-OUTPUT`.
 pub fn render_raw(state: &DesiredState, config: &RenderConfig, version: IpVersion) -> String {
+    let chains = raw_chains(state, config, version);
+    restore_text("raw", &chains.iter().collect::<Vec<_>>(), &[])
+}
+
+/// The raw table's chains for one IP version, in the order [`render_raw`] declares them.
+pub(crate) fn raw_chains(
+    state: &DesiredState,
+    config: &RenderConfig,
+    version: IpVersion,
+) -> Vec<Chain> {
     let renderer = Renderer { config, version };
     let marks = config.marks;
     let clear = format!(
@@ -46,12 +57,15 @@ pub fn render_raw(state: &DesiredState, config: &RenderConfig, version: IpVersio
     chains.extend(endpoint_chains);
     for (id, rules) in state.policies.iter().filter(|(_, r)| r.untracked) {
         let what = format!("untracked policy {}/{}", id.tier, id.name);
-        chains.extend(renderer.rule_chains(&what, rules, false, |inbound| {
+        let owner = RuleOwner::Policy {
+            tier: &id.tier,
+            name: &id.name,
+        };
+        chains.extend(renderer.rule_chains(&what, rules, owner, |inbound| {
             policy_chain(inbound, &id.tier, &id.name)
         }));
     }
-    let all: Vec<&Chain> = chains.iter().collect();
-    restore_text("raw", &all, &[])
+    chains
 }
 
 /// A host endpoint's untracked policies in one direction: tiers in order; an allow marks,

@@ -7,12 +7,22 @@
 //! - `allow` sets the accept mark and returns; `next-tier` sets the pass mark and returns (in a
 //!   profile it means allow); `deny` drops (through `DropActionOverride`); `log` logs and goes
 //!   on. A `log_prefix` on another action logs first.
+//! - With flow logs on (`FlowLogsEnabled`), a rule that takes an action (`allow`, `deny`,
+//!   `next-tier`) is preceded by the same matches with `-j NFLOG` to
+//!   [`NFLOG_GROUP`](crate::flowlog::NFLOG_GROUP), prefixed with the step
+//!   ([`crate::flowlog::prefix`]), as the nftables backend logs it.
+//! - A staged policy's rule never acts: with flow logs on it logs its step and returns (the
+//!   first match ends the staged policy); its `log` rules and log prefixes are left out (a
+//!   policy not enforced writes nothing to the kernel log). With flow logs off it renders
+//!   nothing.
 
 use calico_calc::IpSetSource;
 use calico_model::rule::{Action, PortRange, Rule};
 
 use super::config::RenderConfig;
 use super::{IpVersion, ipset_name, quote};
+pub(super) use crate::flowlog::RuleOwner;
+use crate::flowlog::{self, NFLOG_GROUP, Step, StepAction};
 
 /// The most ports one multiport match takes.
 const MULTIPORT_LIMIT: usize = 15;
@@ -21,15 +31,55 @@ const MULTIPORT_LIMIT: usize = 15;
 pub(super) struct RuleContext<'a> {
     pub version: IpVersion,
     pub config: &'a RenderConfig,
-    /// In a profile, `next-tier` means allow.
-    pub in_profile: bool,
+    /// Whose rule it is: in a profile, `next-tier` means allow; a staged policy only logs.
+    pub owner: RuleOwner<'a>,
+    pub inbound: bool,
+    /// The rule's index (0-based) in its direction.
+    pub index: u32,
     /// Identifies the rule in `-m comment`.
     pub comment: String,
+}
+
+impl RuleContext<'_> {
+    fn in_profile(&self) -> bool {
+        self.owner.is_profile()
+    }
+
+    fn staged(&self) -> bool {
+        self.owner.is_staged()
+    }
+
+    /// The step this rule is in the flow logs.
+    fn step(&self) -> Step {
+        self.owner.step(self.index)
+    }
+}
+
+/// `<matched> -j NFLOG …` for a step taking `action`, with flow logs on (`matched` may be
+/// empty).
+pub(super) fn flow_log(
+    config: &RenderConfig,
+    matched: &str,
+    step: &Step,
+    action: StepAction,
+    inbound: bool,
+) -> Option<String> {
+    config.flow_logs.then(|| {
+        let prefix = quote(&flowlog::prefix(step, action, inbound));
+        let target = format!("-j NFLOG --nflog-group {NFLOG_GROUP} --nflog-prefix {prefix}");
+        match matched {
+            "" => target,
+            matched => format!("{matched} {target}"),
+        }
+    })
 }
 
 /// The iptables rule bodies for a rule, or none when the rule is for the other IP version.
 pub(super) fn render_rule(rule: &Rule, cx: &RuleContext<'_>) -> Vec<String> {
     if rule.ip_version().is_some_and(|v| v != cx.version) {
+        return Vec::new();
+    }
+    if cx.staged() && (!cx.config.flow_logs || rule.action == Action::Log) {
         return Vec::new();
     }
     let base = matches(rule, cx.version);
@@ -174,6 +224,21 @@ fn chunks(ports: &[PortRange]) -> Vec<Option<String>> {
 /// The rules for the action, each starting with the matches.
 fn actions(rule: &Rule, matched: &str, cx: &RuleContext<'_>) -> Vec<String> {
     let marks = cx.config.marks;
+    let step = match rule.action {
+        Action::Allow => Some(StepAction::Allow),
+        Action::Deny => Some(StepAction::Deny),
+        Action::NextTier => Some(StepAction::NextTier),
+        Action::Log => None,
+    };
+    let logged =
+        step.and_then(|action| flow_log(cx.config, matched, &cx.step(), action, cx.inbound));
+    if cx.staged() {
+        // Would decide: say so, and leave the staged policy (never a mark, never a drop).
+        return logged
+            .into_iter()
+            .chain([format!("{matched} -j RETURN")])
+            .collect();
+    }
     let mut out = Vec::new();
     let log = |prefix: &str| {
         format!(
@@ -186,6 +251,7 @@ fn actions(rule: &Rule, matched: &str, cx: &RuleContext<'_>) -> Vec<String> {
         (_, Some(prefix)) => out.push(log(prefix)),
         (_, None) => {}
     }
+    out.extend(logged);
     let set_and_return = |bit: u32| {
         [
             format!("{matched} -j MARK --set-xmark {bit:#x}/{bit:#x}"),
@@ -194,7 +260,7 @@ fn actions(rule: &Rule, matched: &str, cx: &RuleContext<'_>) -> Vec<String> {
     };
     match rule.action {
         Action::Allow => out.extend(set_and_return(marks.accept)),
-        Action::NextTier if cx.in_profile => out.extend(set_and_return(marks.accept)),
+        Action::NextTier if cx.in_profile() => out.extend(set_and_return(marks.accept)),
         Action::NextTier => out.extend(set_and_return(marks.pass)),
         Action::Deny => {
             for target in cx.config.drop_action.targets() {

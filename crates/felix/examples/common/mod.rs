@@ -112,6 +112,51 @@ pub fn try_cpu_secs(pid: u32) -> Option<(f64, f64)> {
     Some(((f[11] + f[12]) / 100.0, (f[13] + f[14]) / 100.0))
 }
 
+/// The firewall backend a benchmark runs Felix on (Felix's `NFTablesMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `NFTablesMode=Disabled`: iptables and ipset (Felix's default; the baseline rows).
+    Iptables,
+    /// `NFTablesMode=Enabled`: one `inet calico` table programmed over netlink.
+    Nftables,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Iptables => "iptables",
+            Backend::Nftables => "nftables",
+        }
+    }
+
+    /// Felix's environment for this backend (`FELIX_NFTABLESMODE`).
+    pub fn felix_env(self) -> (&'static str, String) {
+        let mode = match self {
+            Backend::Iptables => "Disabled",
+            Backend::Nftables => "Enabled",
+        };
+        ("FELIX_NFTABLESMODE", mode.to_owned())
+    }
+
+    /// Both backends, iptables first, or those named (comma-separated) in `$var`.
+    pub fn chosen(var: &str) -> Vec<Backend> {
+        let only = std::env::var(var).unwrap_or_default();
+        let all = [Backend::Iptables, Backend::Nftables];
+        if only.is_empty() {
+            return all.to_vec();
+        }
+        for name in only.split(',') {
+            assert!(
+                all.iter().any(|b| b.name() == name),
+                "{var}={only:?}: {name:?} is not a backend (iptables, nftables)"
+            );
+        }
+        all.into_iter()
+            .filter(|b| only.split(',').any(|n| n == b.name()))
+            .collect()
+    }
+}
+
 /// The port the benchmarks' Felix serves Prometheus metrics on (inside its namespace).
 pub const METRICS_PORT: u16 = 9091;
 

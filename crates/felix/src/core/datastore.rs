@@ -50,12 +50,27 @@ impl Core {
             self.gate
                 .ready_flag(value.is_some_and(|v| v.trim() == "true"));
         }
+        if matches!(parsed, Key::StagedPolicy { .. }) && value.is_some() {
+            self.staged_policy_seen();
+        }
         self.stale.config |= is_config(&parsed, &self.hostname);
         self.encap.update(key, &parsed, value);
         // The one WARNING for an invalid update (the calculator does not log it).
         if let calico_calc::Applied::Invalid { reason } = self.calc.apply_parsed(parsed, value) {
             tracing::warn!("{}", calico_model::invalid_warning(key, &reason));
         }
+    }
+
+    /// Staged policies are only seen through the flow logs: with them off, say so once.
+    fn staged_policy_seen(&mut self) {
+        const NOTED: &str = "staged policies without flow logs";
+        if self.config.flow_logs || !self.warned.insert(NOTED.to_owned()) {
+            return;
+        }
+        tracing::info!(
+            "staged policies are stored but only visible with flow logs: they never enforce, \
+             and with FlowLogsEnabled=false nothing of them is programmed"
+        );
     }
 
     /// A change of hosts' registered addresses (only IPIP needs them).

@@ -44,6 +44,11 @@ pub struct Args {
     /// scripts/setup-neutron.sh.
     #[arg(long)]
     openstack: bool,
+    /// No flow aggregator: by default calico-flows runs in the fabric (its console and API on
+    /// the address `calico-lab env` exports as CALICO_FLOWS_URL) and every Felix sends it its
+    /// flow logs every 5 s (FlowLogsEnabled; see docs/observability.md).
+    #[arg(long)]
+    no_flows: bool,
 }
 
 pub async fn run(name: &str, args: Args) -> anyhow::Result<()> {
@@ -57,6 +62,7 @@ pub async fn run(name: &str, args: Args) -> anyhow::Result<()> {
         subnets: args.subnets,
         etcd_members: args.etcd_members,
         openstack: args.openstack,
+        flows: !args.no_flows,
     };
     let lab = cluster::up(name, &options).await?;
     println!(
@@ -79,6 +85,9 @@ pub async fn run(name: &str, args: Args) -> anyhow::Result<()> {
     if let Some(openstack) = &lab.openstack {
         print_openstack(&lab, openstack);
     }
+    if let Some(url) = &lab.flows_url {
+        println!("  flows: {url} (the console; `calicoctl flows` after the eval below)");
+    }
     println!("  eval \"$(calico-lab --lab {name} env)\"   # then calicoctl / etcdctl work");
     println!("  calico-lab --lab {name} workload add --host host1 --name w1 --ip 10.65.0.2");
     println!("  calico-lab --lab {name} down");
@@ -87,8 +96,16 @@ pub async fn run(name: &str, args: Args) -> anyhow::Result<()> {
 
 fn print_openstack(lab: &Lab, openstack: &OpenStack) {
     println!(
-        "  neutron at {} ({} on the fabric), project {}",
-        openstack.client_url, openstack.neutron_url, openstack.project
+        "  neutron at {} ({} on the fabric), keystone at {} ({} on the fabric), project {}",
+        openstack.client_url,
+        openstack.neutron_url,
+        openstack.keystone_client_url,
+        openstack.keystone_url,
+        openstack.project
+    );
+    println!(
+        "  source {}   # the admin's credentials: then `openstack network list` works",
+        openstack::openrc(lab).display()
     );
     println!(
         "  network {} {}, subnets {} {} (gateway {}) and {} {} (gateway {}, DHCPv6), security group {} {}",
@@ -104,7 +121,7 @@ fn print_openstack(lab: &Lab, openstack: &OpenStack) {
         openstack.security_group
     );
     println!(
-        "  logs: {} (mariadb, neutron-server, calico-neutron, dhcp-agent-HOST), {}",
+        "  logs: {} (mariadb, keystone, neutron-server, calico-neutron, dhcp-agent-HOST), {}",
         lab.dir.display(),
         openstack::server_log(lab).display()
     );

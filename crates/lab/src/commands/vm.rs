@@ -27,8 +27,13 @@ enum VmCmd {
         /// The VM's name (default: `vm` and the next free number).
         #[arg(long)]
         name: Option<String>,
+        /// A port made beforehand (`openstack port create`), by id or name: bound to --host and
+        /// plugged instead of a new port; `vm delete` unbinds it and keeps it, as Nova does.
+        #[arg(long, conflicts_with_all = ["network", "security_groups"])]
+        port: Option<String>,
     },
-    /// Deletes a VM: its port in Neutron, its namespace, TAP and DHCP client.
+    /// Deletes a VM: its port in Neutron (unbound and kept if it was given with --port), its
+    /// namespace, TAP and DHCP client.
     Delete { name: String },
 }
 
@@ -40,6 +45,7 @@ pub async fn run(name: &str, args: Args) -> anyhow::Result<()> {
             network,
             security_groups,
             name: vm_name,
+            port,
         } => {
             let name = vm_name.unwrap_or_else(|| vm::next_name(&lab));
             let spec = VmSpec {
@@ -47,6 +53,7 @@ pub async fn run(name: &str, args: Args) -> anyhow::Result<()> {
                 name,
                 network,
                 security_groups,
+                port,
             };
             let vm = vm::boot(&mut lab, &spec).await?;
             let ip6 = vm.ip6.map(|ip6| format!(" and {ip6}")).unwrap_or_default();

@@ -8,8 +8,12 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use calico_datastore::{Datastore, EtcdDatastore};
+use calico_model::endpoint::{NatMapping, WorkloadEndpoint};
+use calico_model::key::HostEndpointId;
+use calico_model::pool::IpPool;
+use calico_model::{Key, from_json, to_json};
 
-use super::say;
+use super::narrate::say;
 use crate::check::probe_from;
 use crate::etcd::connect;
 use crate::probe::{Outcome, Target};
@@ -18,20 +22,37 @@ use crate::ready::{self, Deadline, Progress, wait_programmed};
 use crate::sh;
 use crate::state::{ETCD_PORT, FABRIC_IP, Lab};
 
-const HEP: &str = "/calico/v1/host/host1/endpoint/fabric";
-const HEP_STATUS: &str = "/calico/felix/v1/host/host1/endpoint/fabric";
-const DENY_PROFILE: &str = "/calico/v1/policy/profile/host-deny/rules";
 const DENY_ALL: &str =
     r#"{"inbound_rules": [{"action": "deny"}], "outbound_rules": [{"action": "deny"}]}"#;
 const HEP_VALUE: &str = r#"{"expected_ipv4_addrs": ["10.99.0.11"], "profile_ids": ["host-deny"]}"#;
-const POOL: &str = "/calico/v1/ipam/v4/pool/10.65.0.0-16";
 const POOL_PLAIN: &str = r#"{"cidr": "10.65.0.0/16"}"#;
 const POOL_MASQUERADE: &str = r#"{"cidr": "10.65.0.0/16", "masquerade": true}"#;
-const EXT_POOL: &str = "/calico/v1/ipam/v4/pool/10.67.0.0-16";
 const EXT_POOL_VALUE: &str = r#"{"cidr": "10.67.0.0/16", "disabled": true}"#;
 const EXT_IP: &str = "10.67.0.30";
 /// The port of the server on the fabric (etcd's 2379 is the only other listener there).
 const FABRIC_PORT: u16 = 8080;
+
+/// host1's host endpoint on its fabric interface.
+fn hep() -> HostEndpointId {
+    HostEndpointId {
+        hostname: "host1".to_owned(),
+        endpoint: "fabric".to_owned(),
+    }
+}
+
+/// The profile that denies everything.
+fn deny_profile() -> Key {
+    Key::ProfileRules {
+        profile: "host-deny".to_owned(),
+    }
+}
+
+/// The pool of `cidr` (one of the lab's).
+fn pool(cidr: &str) -> Key {
+    Key::Pool {
+        cidr: cidr.parse().expect("the demo's pools are CIDRs"),
+    }
+}
 
 /// Where a probe starts: a host's namespace or a workload's.
 #[derive(Clone, Copy)]
@@ -94,11 +115,12 @@ pub(super) async fn host_endpoint(lab: &Lab) -> anyhow::Result<()> {
     say(
         "A deny-all profile host-deny, and a host endpoint on host1 given only by the address it expects (10.99.0.11): Felix finds the interface holding it (eth0) and polices traffic to and from host1 there. Felix's failsafe ports stay open (FailsafeInboundHostPorts: 22 for SSH; FailsafeOutboundHostPorts: 2379 for etcd, which Felix itself needs), and traffic forwarded to and from workloads is not host endpoint policy's:",
     );
-    put(&store, DENY_PROFILE, DENY_ALL).await?;
-    put(&store, HEP, HEP_VALUE).await?;
+    put(&store, &deny_profile(), DENY_ALL).await?;
+    put(&store, &Key::HostEndpoint(hep()), HEP_VALUE).await?;
     settle(lab).await?;
     let status = hep_status(lab, &store, "up").await?;
-    println!("  etcdctl get {HEP_STATUS}   (written by Felix on host1)\n    {status}");
+    let status_key = Key::HostEndpointStatus(hep());
+    println!("  etcdctl get {status_key}   (written by Felix on host1)\n    {status}");
     let web: IpAddr = lab.workload("web")?.ips[0];
     let database: IpAddr = lab.workload("database")?.ips[0];
     let mut probes = Vec::from(hosts(Outcome::Blocked));
@@ -117,9 +139,10 @@ pub(super) async fn host_endpoint(lab: &Lab) -> anyhow::Result<()> {
     show(lab, &probes).await?;
 
     say("The host endpoint and host-deny are removed again; host1 is open as before:");
-    println!("  etcdctl del {HEP}\n  etcdctl del {DENY_PROFILE}");
-    store.delete(HEP).await?;
-    store.delete(DENY_PROFILE).await?;
+    let (hep, deny) = (Key::HostEndpoint(hep()), deny_profile());
+    println!("  etcdctl del {hep}\n  etcdctl del {deny}");
+    store.delete(&hep.to_string()).await?;
+    store.delete(&deny.to_string()).await?;
     settle(lab).await?;
     show(lab, &hosts(Outcome::Ok)).await
 }
@@ -135,11 +158,15 @@ pub(super) async fn masquerade(lab: &Lab) -> anyhow::Result<()> {
     say(&format!(
         "Pool masquerade (outgoing NAT). An echo server on the fabric ({server}), outside every pool. The fabric has no route to the pools, so without masquerade the server's answer to frontend ({source}) is lost:"
     ));
-    let pool = store.get(POOL).await?.context("no pool 10.65.0.0/16")?;
-    let pool: serde_json::Value = serde_json::from_str(&pool.value)?;
-    if pool["masquerade"] == serde_json::json!(true) {
+    let pool_key = pool("10.65.0.0/16");
+    let stored = store
+        .get(&pool_key.to_string())
+        .await?
+        .context("no pool 10.65.0.0/16")?;
+    let stored: IpPool = from_json(&stored.value).context("pool 10.65.0.0/16")?;
+    if stored.masquerade {
         println!("  (masquerade is still on from an earlier demo run: off first)");
-        put(&store, POOL, POOL_PLAIN).await?;
+        put(&store, &pool_key, POOL_PLAIN).await?;
         settle(lab).await?;
     }
     start_server(lab, "fabric", &[FABRIC_PORT]).await?;
@@ -154,7 +181,7 @@ pub(super) async fn masquerade(lab: &Lab) -> anyhow::Result<()> {
     say(
         "masquerade on pool 10.65.0.0/16: traffic from the pool to destinations outside every pool leaves host1 with host1's own address (10.99.0.11) as its source, so the server can answer:",
     );
-    put(&store, POOL, POOL_MASQUERADE).await?;
+    put(&store, &pool_key, POOL_MASQUERADE).await?;
     settle(lab).await?;
     // The NAT rule is in place now; the first connection through it may still be racing it.
     let deadline = Deadline::after(Duration::from_secs(30));
@@ -187,7 +214,8 @@ pub(super) async fn masquerade(lab: &Lab) -> anyhow::Result<()> {
         line.split_whitespace().collect::<Vec<_>>().join(" ")
     );
     println!(
-        "  Masquerade stays on (etcdctl put {POOL} '{POOL_PLAIN}' turns it off), and so does the fabric's echo server."
+        "  Masquerade stays on (etcdctl put {} '{POOL_PLAIN}' turns it off), and so does the fabric's echo server.",
+        pool("10.65.0.0/16")
     );
     Ok(())
 }
@@ -201,14 +229,18 @@ pub(super) async fn one_to_one_nat(lab: &Lab) -> anyhow::Result<()> {
     say(&format!(
         "1:1 NAT (ipv4_nat). The external address {external} comes from a disabled pool (IPAM never hands it out; BIRD exports the route to it); web ({internal} on host1) gets it. Connections to {external} reach web; web's own connections keep their source:"
     ));
-    put(&store, EXT_POOL, EXT_POOL_VALUE).await?;
+    put(&store, &pool("10.67.0.0/16"), EXT_POOL_VALUE).await?;
     let endpoint = store
         .get(&web.key)
         .await?
         .with_context(|| format!("no endpoint at {}", web.key))?;
-    let mut json: serde_json::Value = serde_json::from_str(&endpoint.value)?;
-    json["ipv4_nat"] = serde_json::json!([{"int_ip": internal, "ext_ip": external}]);
-    put(&store, &web.key, &json.to_string()).await?;
+    let mut mapped: WorkloadEndpoint = from_json(&endpoint.value).context("web's endpoint")?;
+    mapped.ipv4_nat = vec![NatMapping {
+        int_ip: internal,
+        ext_ip: external,
+    }];
+    let key = Key::parse(&web.key)?;
+    put(&store, &key, &to_json(&mapped)?).await?;
     settle(lab).await?;
     let host2 = lab.host("host2")?.netns.clone();
     let deadline = Deadline::after(Duration::from_secs(30));
@@ -251,10 +283,9 @@ async fn settle(lab: &Lab) -> anyhow::Result<()> {
         .map(drop)
 }
 
-pub(super) async fn put(store: &EtcdDatastore, key: &str, value: &str) -> anyhow::Result<()> {
+pub(super) async fn put(store: &EtcdDatastore, key: &Key, value: &str) -> anyhow::Result<()> {
     println!("  etcdctl put {key} '{value}'");
-    store.put(key, value).await?;
-    Ok(())
+    crate::etcd::put(store, key, value).await
 }
 
 /// Waits until Felix reports the host endpoint's status as `want`; the status as written.
@@ -264,7 +295,10 @@ async fn hep_status(lab: &Lab, store: &EtcdDatastore, want: &str) -> anyhow::Res
     let log = lab.log_path("felix-host1");
     let what = format!("host1's host endpoint to be {want}");
     ready::until(deadline, &what, &log, async || {
-        seen = match store.get(HEP_STATUS).await? {
+        seen = match store
+            .get(&Key::HostEndpointStatus(hep()).to_string())
+            .await?
+        {
             Some(pair) => pair.value,
             None => return Ok(Progress::Waiting("no status yet".to_owned())),
         };

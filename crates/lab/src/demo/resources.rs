@@ -56,7 +56,10 @@ pub(super) fn apply(lab: &Lab, example: &Example) -> anyhow::Result<()> {
 /// What a profile's document became: its keys, each printed as the `etcdctl put` that writes
 /// it (the raw way, for experts).
 pub(super) async fn show_raw(store: &EtcdDatastore, profile: &str) -> anyhow::Result<()> {
-    let prefix = format!("/calico/v1/policy/profile/{profile}/");
+    let prefix = calico_model::key::Prefix::Profile {
+        profile: profile.to_owned(),
+    }
+    .to_string();
     println!(
         "  The raw form: the keys calicoctl wrote for {profile}, as etcdctl would write them:"
     );

@@ -24,20 +24,18 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use calico_openstack::client::Client;
 use calico_openstack::error::NeutronError;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{OpenStack, PROJECT};
+use super::OpenStack;
+pub use super::{DHCLIENT, Vm, openstack_of};
+use crate::poll::poll;
 use crate::processes::{self, stop_pids};
-use crate::ready::poll;
 use crate::sh;
 use crate::state::{Lab, check_name};
 use crate::topology::{add_netns, delete_netns, netns_pids};
 
 /// The DHCP client run in each VM.
 pub const BUSYBOX: &str = "/usr/bin/busybox";
-/// The DHCPv6 client run in a dual-stack VM (busybox has none).
-pub const DHCLIENT: &str = "/sbin/dhclient";
 /// How long a VM may take to get its address (the port reaches etcd, the agent, dnsmasq).
 pub const BOOT_LIMIT: Duration = Duration::from_secs(60);
 
@@ -79,34 +77,6 @@ esac
 exit 0
 "#;
 
-/// One booted VM.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Vm {
-    pub name: String,
-    pub host: String,
-    pub netns: String,
-    /// Neutron's port, and what the VM got from it.
-    pub port: String,
-    pub tap: String,
-    pub mac: String,
-    pub ip: Ipv4Addr,
-    /// The port's IPv6 address, when its network has an IPv6 subnet.
-    #[serde(default)]
-    pub ip6: Option<Ipv6Addr>,
-    /// The port's `device_id` (the VM's name).
-    pub device_id: String,
-}
-
-impl Vm {
-    /// The endpoint calico-neutron writes for the VM's port.
-    pub fn endpoint_key(&self) -> String {
-        format!(
-            "/calico/v1/host/{}/workload/openstack/{}/endpoint/{}",
-            self.host, self.device_id, self.port
-        )
-    }
-}
-
 /// What `vm boot` is given.
 #[derive(Debug, Clone, Default)]
 pub struct VmSpec {
@@ -116,16 +86,9 @@ pub struct VmSpec {
     pub network: Option<String>,
     /// Security groups' ids or names; the lab's default group when empty.
     pub security_groups: Vec<String>,
-}
-
-/// The lab's OpenStack, or an error naming `--openstack`.
-pub fn openstack_of(lab: &Lab) -> anyhow::Result<&OpenStack> {
-    lab.openstack.as_ref().with_context(|| {
-        format!(
-            "lab {:?} was brought up without --openstack: VMs need `calico-lab up --openstack`",
-            lab.name
-        )
-    })
+    /// A port made beforehand (`openstack port create`), by id or name: bound to the host and
+    /// plugged instead of a new one.
+    pub port: Option<String>,
 }
 
 /// `vm` and the first number no VM of the lab has.
@@ -158,10 +121,17 @@ pub async fn boot(lab: &mut Lab, spec: &VmSpec) -> anyhow::Result<Vm> {
     if !Path::new(BUSYBOX).is_file() {
         bail!("{BUSYBOX} is missing: install busybox (the VMs' DHCP client)");
     }
-    let client = Client::new(&openstack.client_url)?;
-    let (network, groups) = resolve(&client, &openstack, spec).await?;
-    let port = create_port(&client, &host.name, &spec.name, &network, &groups).await?;
-    let vm = vm_of(lab, &host.name, &spec.name, &port)?;
+    let client = openstack.client()?;
+    let (port, made) = match &spec.port {
+        Some(given) => (bind_port(&client, &host.name, spec, given).await?, false),
+        None => {
+            let (network, groups) = resolve(&client, &openstack, spec).await?;
+            let port = create_port(&client, &host.name, &spec.name, &network, &groups).await?;
+            (port, true)
+        }
+    };
+    let mut vm = vm_of(lab, &host.name, &spec.name, &port)?;
+    vm.port_made = made;
     if let Err(error) = plug(lab, &vm, &host.netns).await {
         let _ = unplug(&client, &vm).await;
         return Err(error.context(format!("booting VM {:?} failed; it was removed", vm.name)));
@@ -206,7 +176,7 @@ pub async fn delete(lab: &mut Lab, name: &str) -> anyhow::Result<()> {
             names.join(", ")
         );
     };
-    let client = Client::new(&openstack.client_url)?;
+    let client = openstack.client()?;
     unplug(&client, &vm).await?;
     if let Some(openstack) = lab.openstack.as_mut() {
         openstack.vms.retain(|vm| vm.name != name);
@@ -242,6 +212,38 @@ fn singular(key: &str) -> String {
     key.trim_end_matches('s').replace('_', " ")
 }
 
+/// A port made beforehand, bound to `host` and given to the VM as Nova binds a port it is
+/// given (`binding:host_id`, `device_owner` `compute:nova`, `device_id`); refused when another
+/// device has it, or with `--network` / `--security-group` (the port has its own).
+async fn bind_port(
+    client: &Client,
+    host: &str,
+    spec: &VmSpec,
+    given: &str,
+) -> anyhow::Result<Value> {
+    if spec.network.is_some() || !spec.security_groups.is_empty() {
+        bail!(
+            "--port {given:?}: the port has its network and security groups already; leave out \
+             --network and --security-group (change them with `openstack port set`)"
+        );
+    }
+    let id = find(client, "ports", "--port", given).await?;
+    let path = format!("/v2.0/ports/{id}");
+    let port = client.call("GET", &path, None).await?["port"].clone();
+    let device = port["device_id"].as_str().unwrap_or_default();
+    if !device.is_empty() && device != spec.name {
+        bail!("--port {given:?}: the port belongs to device {device:?} already");
+    }
+    let body = json!({ "port": {
+        "device_owner": "compute:nova", "device_id": spec.name, "binding:host_id": host,
+    }});
+    let answer = client
+        .call("PUT", &path, Some(&body))
+        .await
+        .with_context(|| format!("cannot bind port {id} to {host}"))?;
+    Ok(answer["port"].clone())
+}
+
 /// The port Nova would make: bound to `host`, owned by the VM.
 async fn create_port(
     client: &Client,
@@ -251,7 +253,7 @@ async fn create_port(
     groups: &[String],
 ) -> anyhow::Result<Value> {
     let body = json!({ "port": {
-        "project_id": PROJECT, "network_id": network, "name": vm,
+        "network_id": network, "name": vm,
         "device_owner": "compute:nova", "device_id": vm, "binding:host_id": host,
         "security_groups": groups,
     }});
@@ -293,6 +295,7 @@ fn vm_of(lab: &Lab, host: &str, name: &str, port: &Value) -> anyhow::Result<Vm> 
         ip,
         ip6,
         device_id: name.to_owned(),
+        port_made: true,
     })
 }
 
@@ -406,11 +409,17 @@ fn script(lab: &Lab, name: &str, text: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-/// Deletes the port (already gone is fine), then udhcpc and the namespace (its veth, hence the
-/// TAP, goes with it).
+/// Deletes the port (already gone is fine; one given with `--port` is unbound instead), then
+/// udhcpc and the namespace (its veth, hence the TAP, goes with it).
 async fn unplug(client: &Client, vm: &Vm) -> anyhow::Result<()> {
     let path = format!("/v2.0/ports/{}", vm.port);
-    let deleted = match client.call("DELETE", &path, None).await {
+    // A port the VM was given is unbound and kept, as Nova does.
+    let unbind = json!({"port": {"device_owner": "", "device_id": "", "binding:host_id": ""}});
+    let call = match vm.port_made {
+        true => client.call("DELETE", &path, None).await,
+        false => client.call("PUT", &path, Some(&unbind)).await,
+    };
+    let deleted = match call {
         // Deleted already (by hand, or a retry): what was wanted.
         Err(NeutronError::Status { status: 404, .. }) => Ok(()),
         other => other.map(drop),

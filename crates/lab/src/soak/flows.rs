@@ -1,17 +1,17 @@
 //! The soak's established flows and what they saw: one long TCP flow from a workload on each
 //! host to a workload on the next host (`calico-lab flow --json` inside the client), a monitor
-//! of the routes those flows need (`ip monitor route` on every host: when a host had no route
+//! of the routes those flows need (every host's main table over netlink: when a host had no route
 //! to the other end via that end's host, a BGP route withdrawal window), and the attribution of
 //! each lost echo to a window or not.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr};
 use std::process::Stdio;
 
 use anyhow::{Context, bail};
 use serde::Serialize;
 
+use calico_linux::{Netlink, Netns, RouteEvent, RouteEvents};
 use ipnet::IpNet;
 
 use crate::probe::{FlowReport, LateEcho, unix_ms};
@@ -97,62 +97,6 @@ pub struct Window {
 /// gateway, e.g. a blackhole or a device route).
 type Table = BTreeMap<IpNet, Option<IpAddr>>;
 
-/// One change `ip monitor route` printed: a route added (or replaced) or deleted. Routes of
-/// other tables (`table local`) are not ours to follow.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum RouteChange {
-    Added(IpNet, Option<IpAddr>),
-    Deleted(IpNet),
-}
-
-/// Reads one line of `ip monitor route`.
-fn route_change(line: &str) -> Option<RouteChange> {
-    let (deleted, rest) = match line.strip_prefix("Deleted ") {
-        Some(rest) => (true, rest),
-        None => (false, line),
-    };
-    let words: Vec<&str> = rest.split_whitespace().collect();
-    if words.windows(2).any(|w| w[0] == "table" && w[1] != "main") {
-        return None;
-    }
-    const TYPES: [&str; 7] = [
-        "blackhole",
-        "unreachable",
-        "prohibit",
-        "local",
-        "broadcast",
-        "anycast",
-        "multicast",
-    ];
-    let (kind, words) = match words.first() {
-        Some(first) if TYPES.contains(first) => (Some(*first), &words[1..]),
-        _ => (None, &words[..]),
-    };
-    if matches!(kind, Some("local" | "broadcast" | "anycast" | "multicast")) {
-        return None;
-    }
-    let destination = destination(words.first()?, rest.contains(':'))?;
-    if deleted {
-        return Some(RouteChange::Deleted(destination));
-    }
-    let gateway = words
-        .windows(2)
-        .find(|w| w[0] == "via")
-        .and_then(|w| w[1].parse().ok());
-    Some(RouteChange::Added(destination, gateway))
-}
-
-/// A destination as `ip` prints it: `default`, `10.0.0.0/8`, or an address alone (a host
-/// route).
-fn destination(word: &str, v6: bool) -> Option<IpNet> {
-    if word == "default" {
-        return if v6 { "::/0" } else { "0.0.0.0/0" }.parse().ok();
-    }
-    word.parse::<IpNet>()
-        .ok()
-        .or_else(|| word.parse::<IpAddr>().ok().map(IpNet::from))
-}
-
 /// Whether `table` sends `address` via `gateway`: its longest matching route does.
 fn routes_via(table: &Table, address: IpAddr, gateway: IpAddr) -> bool {
     table
@@ -162,35 +106,29 @@ fn routes_via(table: &Table, address: IpAddr, gateway: IpAddr) -> bool {
         .is_some_and(|(_, via)| *via == Some(gateway))
 }
 
-/// A host's main table now (`ip -j route show`, both families).
-fn table_of(netns: &str) -> anyhow::Result<Table> {
-    let mut table = Table::new();
-    for family in ["-4", "-6"] {
-        let out = sh::ip(&["-n", netns, family, "-j", "route", "show"])?;
-        let routes: serde_json::Value = serde_json::from_str(&out)?;
-        for route in routes.as_array().into_iter().flatten() {
-            let dst = route["dst"].as_str().unwrap_or_default();
-            let Some(net) = destination(dst, family == "-6") else {
-                continue;
-            };
-            let gateway = route["gateway"].as_str().and_then(|g| g.parse().ok());
-            table.insert(net, gateway);
-        }
-    }
-    Ok(table)
+/// A host's main table now, both families.
+async fn table_of(netns: &str) -> anyhow::Result<Table> {
+    let netlink = Netlink::connect(&Netns::named(netns))?;
+    let routes = netlink.main_routes().await?;
+    Ok(routes
+        .into_iter()
+        .map(|r| (r.destination, r.gateway))
+        .collect())
 }
 
-/// Follows every host's routes with `ip monitor route` (one process per host), and keeps,
-/// for each flow, when one of its hosts did not route the other end via that end's host: a
-/// BGP route withdrawal window, to the moment the kernel said so.
+/// Follows every host's main routing table over netlink (`calico_linux::RouteEvents`, one
+/// subscription per host), and keeps, for each flow, when one of its hosts did not route the
+/// other end via that end's host: a BGP route withdrawal window, to the moment the kernel said
+/// so.
 #[derive(Debug)]
 pub struct RouteMonitor {
-    monitors: Vec<std::process::Child>,
+    /// One task per host forwarding its route changes; aborted on `finish`.
+    monitors: Vec<tokio::task::JoinHandle<()>>,
     thread: std::thread::JoinHandle<Vec<Window>>,
 }
 
 impl RouteMonitor {
-    pub fn start(lab: &Lab, flows: &[Flow]) -> anyhow::Result<RouteMonitor> {
+    pub async fn start(lab: &Lab, flows: &[Flow]) -> anyhow::Result<RouteMonitor> {
         // (the host that routes, the address, the gateway it must go through)
         let mut watched: Vec<(usize, IpAddr, IpAddr)> = Vec::new();
         let index = |name: &str| lab.hosts.iter().position(|h| h.name == name);
@@ -206,35 +144,27 @@ impl RouteMonitor {
             watched.push((client, to, gateway(server)));
             watched.push((server, back, gateway(client)));
         }
-        let (sender, changes) = std::sync::mpsc::channel::<(u64, usize, RouteChange)>();
+        let (sender, changes) = std::sync::mpsc::channel::<(u64, usize, RouteEvent)>();
         let mut monitors = Vec::new();
         for (i, host) in lab.hosts.iter().enumerate() {
-            let mut child = std::process::Command::new("ip")
-                .args(["-n", &host.netns, "monitor", "route"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .context("cannot run ip monitor route")?;
-            let stdout = child.stdout.take().context("ip monitor's output")?;
+            let mut events = RouteEvents::subscribe(&Netns::named(host.netns.as_str()))
+                .with_context(|| format!("cannot follow the routes of {}", host.name))?;
             let sender = sender.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                    if let Some(change) = route_change(&line) {
-                        let _ = sender.send((unix_ms(), i, change));
+            monitors.push(tokio::spawn(async move {
+                while let Some(event) = events.next().await {
+                    if sender.send((unix_ms(), i, event)).is_err() {
+                        return;
                     }
                 }
-            });
-            monitors.push(child);
+            }));
         }
         drop(sender);
-        // The tables after the monitors started: a change in between is applied twice, which
-        // does no harm.
-        let mut tables: Vec<Table> = lab
-            .hosts
-            .iter()
-            .map(|h| table_of(&h.netns))
-            .collect::<anyhow::Result<_>>()?;
+        // The tables after the subscriptions started: a change in between is applied twice,
+        // which does no harm.
+        let mut tables = Vec::new();
+        for host in &lab.hosts {
+            tables.push(table_of(&host.netns).await?);
+        }
         let names: Vec<String> = lab.hosts.iter().map(|h| h.name.clone()).collect();
         let thread = std::thread::spawn(move || {
             let mut open: Vec<Option<u64>> = vec![None; watched.len()];
@@ -258,10 +188,7 @@ impl RouteMonitor {
             };
             judge(&tables, unix_ms(), &mut windows);
             for (at, host, change) in changes {
-                match change {
-                    RouteChange::Added(net, via) => tables[host].insert(net, via),
-                    RouteChange::Deleted(net) => tables[host].remove(&net),
-                };
+                apply(&mut tables[host], change);
                 judge(&tables, at, &mut windows);
             }
             // The monitors were stopped: whatever is still open ends now.
@@ -282,13 +209,21 @@ impl RouteMonitor {
     }
 
     /// Stops following; every window seen (one still open ends now).
-    pub fn finish(mut self) -> Vec<Window> {
-        for monitor in &mut self.monitors {
-            let _ = monitor.kill();
-            let _ = monitor.wait();
+    pub fn finish(self) -> Vec<Window> {
+        // Each task owns a sender: once all are gone the judge sees the end of the changes.
+        for monitor in &self.monitors {
+            monitor.abort();
         }
         self.thread.join().unwrap_or_default()
     }
+}
+
+/// A change of the main table, applied to what the monitor knows of it.
+fn apply(table: &mut Table, change: RouteEvent) {
+    match change {
+        RouteEvent::Added(route) => table.insert(route.destination, route.gateway),
+        RouteEvent::Deleted { destination } => table.remove(&destination),
+    };
 }
 
 /// The workload's first address of the same family as `like`.
@@ -362,6 +297,7 @@ pub fn summarize(flow: &Flow, report: &FlowReport, windows: &[Window]) -> FlowSu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use calico_linux::MainRoute;
 
     fn workload(name: &str, host: &str, ip: &str) -> Workload {
         Workload {
@@ -383,47 +319,7 @@ mod tests {
     }
 
     #[test]
-    fn route_monitor_lines_are_read_and_the_longest_match_decides() {
-        let add = |net: &str, via: Option<&str>| {
-            RouteChange::Added(net.parse().unwrap(), via.map(|v| v.parse().unwrap()))
-        };
-        let lines = [
-            (
-                "10.65.213.0/26 via 10.99.0.13 dev eth0 proto bird metric 32 ",
-                Some(add("10.65.213.0/26", Some("10.99.0.13"))),
-            ),
-            (
-                "Deleted 10.65.213.0/26 via 10.99.0.13 dev eth0 proto bird metric 32 ",
-                Some(RouteChange::Deleted("10.65.213.0/26".parse().unwrap())),
-            ),
-            (
-                "blackhole 10.65.174.128/26 proto bird metric 32 ",
-                Some(add("10.65.174.128/26", None)),
-            ),
-            (
-                "fd00:65::ca48:1ed0:f81d:41c0/122 via fd00:99::12 dev eth0 proto bird metric 32 pref medium",
-                Some(add("fd00:65::ca48:1ed0:f81d:41c0/122", Some("fd00:99::12"))),
-            ),
-            (
-                "10.65.174.130 dev cali65fe0fa3685 proto 80 scope link ",
-                Some(add("10.65.174.130/32", None)),
-            ),
-            (
-                "default via fd00:99::1 dev eth0 metric 1024 pref medium",
-                Some(add("::/0", Some("fd00:99::1"))),
-            ),
-            (
-                "local fe80::d814:2ff:fe64:5a77 dev cali65fe0fa3685 table local proto kernel metric 0 pref medium",
-                None,
-            ),
-            (
-                "multicast ff00::/8 dev cali65fe0fa3685 table local proto kernel metric 256 pref medium",
-                None,
-            ),
-        ];
-        for (line, expected) in lines {
-            assert_eq!(route_change(line), expected, "{line}");
-        }
+    fn route_changes_are_applied_and_the_longest_match_decides() {
         let mut table = Table::new();
         table.insert(
             "0.0.0.0/0".parse().unwrap(),
@@ -437,12 +333,26 @@ mod tests {
             !routes_via(&table, address, host3),
             "only the default route"
         );
-        table.insert("10.65.213.0/26".parse().unwrap(), Some(host3));
+        let block = MainRoute {
+            destination: "10.65.213.0/26".parse().unwrap(),
+            gateway: Some(host3),
+        };
+        apply(&mut table, RouteEvent::Added(block));
         assert!(routes_via(&table, address, host3));
-        table.insert("10.65.213.4/30".parse().unwrap(), None);
+        let hole = MainRoute {
+            destination: "10.65.213.4/30".parse().unwrap(),
+            gateway: None,
+        };
+        apply(&mut table, RouteEvent::Added(hole));
         assert!(
             !routes_via(&table, address, host3),
             "a longer blackhole wins"
+        );
+        let destination = hole.destination;
+        apply(&mut table, RouteEvent::Deleted { destination });
+        assert!(
+            routes_via(&table, address, host3),
+            "withdrawn: the block again"
         );
     }
 

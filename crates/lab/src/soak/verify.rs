@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use calico_datastore::{Datastore, EtcdDatastore};
+use calico_model::key::Prefix;
 
 use crate::check::probe_from;
 use crate::probe::Target;
@@ -37,7 +38,7 @@ async fn endpoints(
     store: &EtcdDatastore,
 ) -> anyhow::Result<BTreeMap<String, BTreeMap<String, Vec<IpAddr>>>> {
     let mut found: BTreeMap<String, BTreeMap<String, Vec<IpAddr>>> = BTreeMap::new();
-    for pair in store.list("/calico/v1/host/").await? {
+    for pair in store.list(&Prefix::Hosts.to_string()).await? {
         let parts: Vec<&str> = pair.key.split('/').collect();
         // /calico/v1/host/<host>/workload/<orchestrator>/<workload>/endpoint/<id>
         if parts.len() != 10 || parts[5] != "workload" || parts[8] != "endpoint" {

@@ -38,11 +38,21 @@ impl TestLab {
     /// asks for (see `firewall.rs`) unless they name `NFTablesMode`; checks that every host
     /// runs it.
     pub fn up_with(hosts: u32, extra: &[&str]) -> TestLab {
+        TestLab::up_on_env_backend(hosts, extra, false)
+    }
+
+    /// As [`TestLab::up_with`], with the flow aggregator and every Felix's flow logs on
+    /// (`calico-lab up` without `--no-flows`).
+    pub fn up_with_flows(hosts: u32, extra: &[&str]) -> TestLab {
+        TestLab::up_on_env_backend(hosts, extra, true)
+    }
+
+    fn up_on_env_backend(hosts: u32, extra: &[&str], flows: bool) -> TestLab {
         let mut extra = extra.to_vec();
         if firewall::named_mode(&extra).is_none() && Backend::from_env() == Backend::Nftables {
             extra.extend(["--felix-config", "NFTablesMode=Enabled"]);
         }
-        let lab = TestLab::up_as_given(hosts, &extra);
+        let lab = TestLab::start(hosts, &extra, flows);
         lab.assert_backend(lab.backend);
         lab
     }
@@ -51,6 +61,12 @@ impl TestLab {
     /// says: for a test that sets `NFTablesMode` in etcd (an environment variable would
     /// override it).
     pub fn up_as_given(hosts: u32, extra: &[&str]) -> TestLab {
+        TestLab::start(hosts, extra, false)
+    }
+
+    /// `calico-lab up`: without the flow aggregator (`--no-flows`) unless `flows`, so that a
+    /// test's lab has only what it asks for.
+    fn start(hosts: u32, extra: &[&str], flows: bool) -> TestLab {
         for tool in [
             "bird",
             "birdc",
@@ -91,6 +107,9 @@ impl TestLab {
         let lab = TestLab { name, backend };
         let hosts = hosts.to_string();
         let mut args = vec!["up", "--hosts", &hosts];
+        if !flows {
+            args.push("--no-flows");
+        }
         args.extend_from_slice(extra);
         lab.ok(&args);
         lab

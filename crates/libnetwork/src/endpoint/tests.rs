@@ -56,7 +56,7 @@ fn endpoints_need_an_ipv4_address() {
     )
     .unwrap();
     assert_eq!(spec.addresses.len(), 2);
-    assert_eq!(spec.mac, Some([0xee, 0xee, 0xee, 0xee, 0xee, 1]));
+    assert_eq!(spec.mac, Some(MacAddr([0xee, 0xee, 0xee, 0xee, 0xee, 1])));
     assert_eq!(spec.families(), vec![Family::V4, Family::V6]);
     let err = endpoint(r#"{"Address":""}"#).unwrap_err().to_string();
     assert!(
@@ -67,7 +67,7 @@ fn endpoints_need_an_ipv4_address() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("Interface.MacAddress \"zz\": not a MAC address"),
+        err.contains("Interface.MacAddress \"zz\": invalid MAC address"),
         "{err}"
     );
 }
@@ -92,29 +92,20 @@ fn malformed_bodies_name_the_field() {
 
 #[test]
 fn the_endpoint_json_follows_seed_003() {
-    let json = endpoint_json(
-        "calid594538e6c7",
-        [0xee, 0, 0, 0, 0, 1],
-        "net1",
-        &["10.65.0.5".parse().unwrap()],
-    );
     let key = crate::names::endpoint_key("h1", "e4da01fbfec8", EP).unwrap();
+    let mac = calico_model::MacAddr([0xee, 0, 0, 0, 0, 1]);
+    let addresses = ["10.65.0.5".parse().unwrap()];
+    let written = crate::endpoint::endpoint("calid594538e6c7", mac, "net1", &addresses);
+    let json = DriverError::value_of(&key, &written).unwrap();
     let value = calico_model::parse_value(&key, &json).unwrap();
     assert!(format!("{value:?}").contains("calid594538e6c7"));
     assert_eq!(
         json,
-        r#"{"state":"active","name":"calid594538e6c7","mac":"ee:00:00:00:00:01","profile_ids":["net1"],"ipv4_nets":["10.65.0.5/32"],"ipv6_nets":[]}"#
+        r#"{"state":"active","name":"calid594538e6c7","mac":"ee:00:00:00:00:01","profile_ids":["net1"],"ipv4_nets":["10.65.0.5/32"]}"#
     );
-    let [(tags, tags_value), (rules, rules_value)] = default_profile("net1");
-    assert_eq!(
-        (tags.as_str(), tags_value.as_str()),
-        ("/calico/v1/policy/profile/net1/tags", r#"["net1"]"#)
-    );
-    assert_eq!(rules, "/calico/v1/policy/profile/net1/rules");
-    assert_eq!(
-        rules_value,
-        r#"{"inbound_rules":[{"action":"allow","src_tag":"net1"}],"outbound_rules":[{"action":"allow"}]}"#
-    );
+    let bad = crate::endpoint::endpoint("bad/name", mac, "net1", &[]);
+    let error = DriverError::value_of(&key, &bad).unwrap_err().to_string();
+    assert!(error.starts_with(&format!("{key}: name")), "{error}");
 }
 
 fn workload(json: &str) -> WorkloadEndpoint {

@@ -41,8 +41,9 @@ async fn address(driver: &Driver) -> IpAddr {
 
 /// The endpoint `EP` of sandbox `e4da01fbfec8` with `ip`, as `Join` writes it.
 async fn endpoint(driver: &Driver, ip: IpAddr) {
-    let value =
-        crate::endpoint::endpoint_json("calid594538e6c7", [0xee, 0, 0, 0, 0, 1], "net1", &[ip]);
+    let mac = calico_model::MacAddr([0xee, 0, 0, 0, 0, 1]);
+    let endpoint = crate::endpoint::endpoint("calid594538e6c7", mac, "net1", &[ip]);
+    let value = crate::error::DriverError::value_of(KEY, &endpoint).unwrap();
     driver.store().put(KEY, &value).await.unwrap();
 }
 

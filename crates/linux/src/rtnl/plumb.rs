@@ -88,8 +88,7 @@ impl Netlink {
             .execute()
             .await
             .map_err(request_error(format!(
-                "set mac {} on link #{index}",
-                mac.map(|b| format!("{b:02x}")).join(":")
+                "set the MAC address of link #{index}"
             )))
     }
 

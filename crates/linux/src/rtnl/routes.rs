@@ -81,14 +81,8 @@ pub(crate) fn table_route_of(message: &RouteMessage) -> Option<TableRoute> {
             _ => {}
         }
     }
-    // A default route carries no destination.
-    let destination = destination.or(match header.address_family {
-        rtnetlink::packet_route::AddressFamily::Inet => Some(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
-        rtnetlink::packet_route::AddressFamily::Inet6 => Some(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
-        _ => None,
-    })?;
     Some(TableRoute {
-        destination: IpNet::new(destination, header.destination_prefix_length).ok()?,
+        destination: destination_of(message, destination)?,
         gateway,
         ifindex: ifindex?,
         metric,
@@ -96,7 +90,19 @@ pub(crate) fn table_route_of(message: &RouteMessage) -> Option<TableRoute> {
     })
 }
 
-fn ip_of(address: &RouteAddress) -> Option<IpAddr> {
+/// The destination of a route message whose `RTA_DST` was `destination` (a default route
+/// carries none).
+pub(super) fn destination_of(message: &RouteMessage, destination: Option<IpAddr>) -> Option<IpNet> {
+    let header = &message.header;
+    let destination = destination.or(match header.address_family {
+        rtnetlink::packet_route::AddressFamily::Inet => Some(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+        rtnetlink::packet_route::AddressFamily::Inet6 => Some(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
+        _ => None,
+    })?;
+    IpNet::new(destination, header.destination_prefix_length).ok()
+}
+
+pub(super) fn ip_of(address: &RouteAddress) -> Option<IpAddr> {
     match address {
         RouteAddress::Inet(a) => Some(IpAddr::V4(*a)),
         RouteAddress::Inet6(a) => Some(IpAddr::V6(*a)),

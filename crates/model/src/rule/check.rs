@@ -14,7 +14,7 @@
 //! iptables does with them anyway), `log_prefix` is sanitised (see [`sanitise_log_prefix`]).
 
 use super::{IpVersion, Protocol, Rule};
-use crate::error::ValidationError;
+use crate::error::{Validate, ValidationError};
 use crate::names::validate_tag;
 
 /// iptables allows 29 characters of prefix; Calico appends ": " when rendering.
@@ -37,7 +37,13 @@ pub fn sanitise_log_prefix(prefix: &str) -> String {
         .collect()
 }
 
-pub(super) fn check(rule: &mut Rule) -> Result<(), ValidationError> {
+impl Validate for Rule {
+    fn validate(&mut self) -> Result<(), ValidationError> {
+        check(self)
+    }
+}
+
+fn check(rule: &mut Rule) -> Result<(), ValidationError> {
     normalise(rule);
     check_protocol_numbers(rule)?;
     check_tags(rule)?;

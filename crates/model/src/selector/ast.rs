@@ -2,7 +2,7 @@
 
 use std::ops::Range;
 
-use super::{Labels, label_key};
+use super::label::{Labels, label_key};
 
 /// A label name as a selector mentions it: where it is in the selector's buffer of names (one
 /// allocation for all of them), and its [`label_key`], computed once at parse time so label

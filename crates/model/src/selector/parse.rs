@@ -22,8 +22,8 @@
 use std::cell::Cell;
 use std::ops::Range;
 
-use super::SelectorError;
 use super::ast::{Expr, Name, push_leaf};
+use super::error::SelectorError;
 
 /// The parser's working buffers, kept between parses on each thread: a policy update parses
 /// several selectors, and allocating the two buffers for each was a fifth of a parse.

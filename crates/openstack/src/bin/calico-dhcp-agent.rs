@@ -2,9 +2,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use calico_datastore::connect_retrying;
-use calico_openstack::client::Client;
 use calico_openstack::dhcp::agent::{self, Options};
 use calico_openstack::dhcp::config::DhcpArgs;
 use clap::Parser;
@@ -16,7 +14,8 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: DhcpArgs) -> anyhow::Result<()> {
-    let neutron = Client::new(&args.neutron_url).context("--neutron-url")?;
+    // Keystone first: a refused setting ends the program before etcd is touched.
+    let neutron = calico_openstack::daemon::neutron_client(&args.neutron_url, &args.auth).await?;
     let (host, host_source) = match &args.host {
         Some(host) => (host.clone(), "--host"),
         None => (calico_linux::hostname(), "the kernel's hostname"),
@@ -29,6 +28,7 @@ async fn run(args: DhcpArgs) -> anyhow::Result<()> {
         dnsmasq: args.dnsmasq.clone(),
         lease_time: args.lease_time,
         neutron_poll_interval: args.neutron_poll_interval,
+        dns_port: args.dns_port,
     };
     anyhow::ensure!(
         options.dnsmasq.exists(),
@@ -45,6 +45,7 @@ async fn run(args: DhcpArgs) -> anyhow::Result<()> {
         state_dir = %options.state_dir.display(),
         dnsmasq = %options.dnsmasq.display(),
         lease_time = ?options.lease_time,
+        dns_port = options.dns_port,
         "starting"
     );
     // A daemon: wait for etcd as long as it takes (one warning per attempt).

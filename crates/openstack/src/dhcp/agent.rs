@@ -10,7 +10,8 @@ use tokio::time::{Instant, sleep_until};
 
 use super::dnsmasq::Dnsmasq;
 use super::interface::Interface;
-use super::plan::{Plan, plan};
+use super::names::{self, Names};
+use super::plan::{Plan, plan_with_names};
 use super::render::{Setting, render};
 use super::subnet::DhcpSubnet;
 use super::{DhcpError, NotServed};
@@ -33,6 +34,8 @@ pub struct Agent {
     subnets: Option<Vec<DhcpSubnet>>,
     /// Subnets Neutron listed that did not decode.
     undecodable: Vec<NotServed>,
+    /// This host's ports' names (Neutron's DNS integration).
+    names: Names,
     /// What was left out at the last plan, so each is logged once, when it appears.
     logged: BTreeSet<NotServed>,
 }
@@ -44,6 +47,7 @@ impl Agent {
             endpoints: BTreeMap::new(),
             subnets: None,
             undecodable: Vec::new(),
+            names: Names::new(),
             logged: BTreeSet::new(),
         }
     }
@@ -73,9 +77,16 @@ impl Agent {
         changed
     }
 
+    /// Records this host's ports' names; returns whether they changed.
+    pub fn on_names(&mut self, names: Names) -> bool {
+        let changed = self.names != names;
+        self.names = names;
+        changed
+    }
+
     /// What to serve, once the subnets are known.
     pub fn plan(&self) -> Option<Plan> {
-        let mut plan = plan(&self.endpoints, self.subnets.as_ref()?);
+        let mut plan = plan_with_names(&self.endpoints, self.subnets.as_ref()?, &self.names);
         plan.left_out.extend(self.undecodable.iter().cloned());
         Some(plan)
     }
@@ -100,6 +111,8 @@ pub struct Options {
     pub dnsmasq: PathBuf,
     pub lease_time: Duration,
     pub neutron_poll_interval: Duration,
+    /// dnsmasq's DNS port (0: no DNS).
+    pub dns_port: u16,
 }
 
 /// The loop's timers and the parts it drives.
@@ -115,6 +128,8 @@ struct Runner<'a> {
     next_poll: Instant,
     last_poll: Option<Instant>,
     poll_backoff: Backoff,
+    /// Whether Neutron's lack of a DNS integration was said (once).
+    said_no_names: bool,
     /// When to restart a dnsmasq that died, and when the current one started.
     restart_at: Option<Instant>,
     started_at: Instant,
@@ -149,6 +164,7 @@ pub async fn run(
         next_poll: Instant::now(),
         last_poll: None,
         poll_backoff: Backoff::default(),
+        said_no_names: false,
         restart_at: None,
         started_at: Instant::now(),
         restart_backoff: Backoff::default(),
@@ -229,19 +245,35 @@ impl Runner<'_> {
         self.apply_at = Some(self.apply_at.map_or(at, |t| t.min(at)));
     }
 
+    /// The subnets and this host's ports' names.
+    async fn read(
+        &self,
+    ) -> Result<(Vec<serde_json::Value>, Vec<serde_json::Value>), crate::NeutronError> {
+        let subnets = self.neutron.list("/v2.0/subnets", "subnets").await?;
+        let host = &self.options.host;
+        let path = format!("/v2.0/ports?binding:host_id={host}&fields=id&fields=dns_assignment");
+        let ports = self.neutron.list(&path, "ports").await?;
+        Ok((subnets, ports))
+    }
+
     async fn poll(&mut self) {
         let now = Instant::now();
         self.last_poll = Some(now);
-        match self
-            .neutron
-            .list::<serde_json::Value>("/v2.0/subnets", "subnets")
-            .await
-        {
-            Ok(items) => {
+        match self.read().await {
+            Ok((subnets, ports)) => {
                 self.poll_backoff.reset();
                 self.next_poll = now + self.options.neutron_poll_interval;
-                let (subnets, undecodable) = decode_subnets(items);
-                if self.agent.on_subnets(subnets, undecodable) {
+                let (subnets, undecodable) = decode_subnets(subnets);
+                let (names, integrated) = names::from_listing(ports);
+                if !integrated && !ports_empty(&self.agent) && !self.said_no_names {
+                    self.said_no_names = true;
+                    tracing::info!(
+                        "neutron lists this host's ports without dns_assignment (no DNS \
+                         integration: extension driver dns or dns_domain_ports): no host names served"
+                    );
+                }
+                let changed = self.agent.on_subnets(subnets, undecodable);
+                if self.agent.on_names(names) || changed {
                     self.schedule_apply(Duration::ZERO);
                 }
             }
@@ -280,6 +312,7 @@ impl Runner<'_> {
             tap_prefix: &self.options.tap_prefix,
             state_dir: &self.options.state_dir,
             lease_time: self.options.lease_time,
+            dns_port: self.options.dns_port,
         };
         let rendered = render(plan, &setting);
         self.interface.sync(&rendered.addresses)?;
@@ -317,6 +350,11 @@ impl Runner<'_> {
             self.restart_at = Some(Instant::now() + delay);
         }
     }
+}
+
+/// Whether the agent knows no endpoint of this host (then Neutron lists no port to name).
+fn ports_empty(agent: &Agent) -> bool {
+    agent.endpoints.is_empty()
 }
 
 /// Decodes each subnet alone: one Neutron lists that does not decode is named and left out.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use calico_datastore::EtcdArgs;
 use clap::Parser;
 
-use crate::config::duration;
+use crate::config::{AuthArgs, duration};
 
 /// Serves this compute host's OpenStack VMs their addresses by DHCP, through one dnsmasq.
 ///
@@ -22,9 +22,11 @@ pub struct DhcpArgs {
     /// kernel's hostname
     #[arg(long, env = "CALICO_DHCP_HOST")]
     pub host: Option<String>,
-    /// Neutron's API endpoint, http://HOST:PORT (noauth for now, as calico-neutron)
+    /// Neutron's API endpoint, http(s)://HOST:PORT (authenticated as calico-neutron is)
     #[arg(long, env = "NEUTRON_URL", default_value = "http://127.0.0.1:9696")]
     pub neutron_url: String,
+    #[command(flatten)]
+    pub auth: AuthArgs,
     /// How often the subnets are read from Neutron (also at once when an endpoint has an
     /// address in no known subnet), e.g. 10s
     #[arg(long, env = "CALICO_DHCP_NEUTRON_POLL_INTERVAL", default_value = "10s", value_parser = duration)]
@@ -46,6 +48,10 @@ pub struct DhcpArgs {
     /// The prefix of the VMs' TAP interfaces (Nova: tap + 11 characters of the port id)
     #[arg(long, env = "CALICO_DHCP_TAP_PREFIX", default_value = "tap", value_parser = interface)]
     pub tap_prefix: String,
+    /// dnsmasq's DNS port, answering the names of this host's ports (Neutron's dns_assignment)
+    /// on the gateway addresses; 0 turns DNS off (names are then only in the leases)
+    #[arg(long, env = "CALICO_DHCP_DNS_PORT", default_value = "53")]
+    pub dns_port: u16,
     /// The lease time dnsmasq gives, e.g. 24h (at least 2m)
     #[arg(long, env = "CALICO_DHCP_LEASE_TIME", default_value = "24h", value_parser = lease)]
     pub lease_time: Duration,

@@ -1,6 +1,6 @@
-//! The dnsmasq child. [`Dnsmasq::apply`] writes the hosts and options files (each through a
-//! temporary file and a rename, so dnsmasq never reads half a file) and then sends SIGHUP, which
-//! makes dnsmasq re-read both; only when its arguments change (the set of subnets) is it
+//! The dnsmasq child. [`Dnsmasq::apply`] writes the hosts, options and names files (each
+//! through a temporary file and a rename, so dnsmasq never reads half a file) and then sends
+//! SIGHUP, which makes dnsmasq re-read them; only when its arguments change (the set of subnets) is it
 //! restarted. Its stdout and stderr (the DHCP log) go to the agent's stderr.
 //!
 //! An agent killed with SIGKILL cannot stop its dnsmasq, which keeps serving (good) but holds
@@ -15,7 +15,7 @@ use rustix::process::{Pid, Signal, kill_process};
 use tokio::process::{Child, Command};
 
 use super::DhcpError;
-use super::render::{HOSTS_FILE, OPTS_FILE, PID_FILE, Rendered};
+use super::render::{HOSTS_FILE, NAMES_FILE, OPTS_FILE, PID_FILE, Rendered};
 
 /// How long dnsmasq may take to exit after SIGTERM before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -30,6 +30,7 @@ pub struct Dnsmasq {
     args: Option<Vec<String>>,
     hosts: String,
     opts: String,
+    names: String,
 }
 
 impl Dnsmasq {
@@ -41,6 +42,7 @@ impl Dnsmasq {
             args: None,
             hosts: String::new(),
             opts: String::new(),
+            names: String::new(),
         }
     }
 
@@ -88,7 +90,8 @@ impl Dnsmasq {
     /// restart if the arguments did. Nothing to serve (no ranges) stops it.
     pub async fn apply(&mut self, rendered: &Rendered, serving: bool) -> Result<(), DhcpError> {
         let changed = self.write(HOSTS_FILE, &rendered.hosts, |d| &mut d.hosts)?
-            | self.write(OPTS_FILE, &rendered.opts, |d| &mut d.opts)?;
+            | self.write(OPTS_FILE, &rendered.opts, |d| &mut d.opts)?
+            | self.write(NAMES_FILE, &rendered.names, |d| &mut d.names)?;
         if !serving {
             self.stop().await;
             return Ok(());

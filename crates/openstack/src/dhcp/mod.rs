@@ -3,12 +3,13 @@
 //!
 //! ```text
 //!  etcd watch of /calico/v1/host/<host>/workload/openstack/ ──► Endpoint put/delete ─┐
-//!  Neutron GET /v2.0/subnets every poll interval (sooner when   ──► Subnets ─────────┤
-//!    an address is in no known subnet; backoff while unreachable)                    ▼
+//!  Neutron GET /v2.0/subnets and this host's ports' names      ──► Subnets, names ──┤
+//!    every poll interval (sooner when an address is in no known                     │
+//!    subnet; backoff while unreachable)                                              ▼
 //!                                                           Agent (endpoints, subnets)
 //!                                                                 │ plan → render (pure)
 //!                                                                 ▼
-//!              interface addresses (ip) ─► hosts/opts files ─► dnsmasq: SIGHUP, or restart
+//!        interface addresses (ip) ─► hosts/opts/names files ─► dnsmasq: SIGHUP, or restart
 //!                                                                 when the ranges change
 //! ```
 //!
@@ -19,7 +20,8 @@
 //! | module | owns |
 //! | --- | --- |
 //! | `subnet` | pure: Neutron's subnet → what dnsmasq can serve of it, or why not |
-//! | `plan` | pure: endpoints + subnets → served subnets and host entries, and what is left out |
+//! | `names` | pure: the ports' `dns_assignment` → host names, domains and address records |
+//! | `plan` | pure: endpoints + subnets + names → served subnets and host entries, and what is left out |
 //! | `render` | pure: plan → dnsmasq's arguments, hosts file, options file, interface addresses |
 //! | `interface` | the interface holding the gateway addresses (a bridge without ports), via `ip` |
 //! | `dnsmasq` | the dnsmasq child: files written, SIGHUP, restart, stop |
@@ -30,6 +32,7 @@ pub mod agent;
 pub mod config;
 pub mod dnsmasq;
 pub mod interface;
+pub mod names;
 pub mod plan;
 pub mod render;
 pub mod subnet;

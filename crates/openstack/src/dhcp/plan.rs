@@ -3,7 +3,9 @@
 //! An endpoint's addresses carry no subnet id, so each address is matched to the Neutron subnet
 //! whose cidr contains it. Only subnets that hold an address of this host's ports are served.
 //! An address no subnet holds, or more than one (overlapping cidrs), or one in a subnet dnsmasq
-//! cannot serve, is left out and named; so is an endpoint without a MAC.
+//! cannot serve, is left out and named; so is an endpoint without a MAC. A port Neutron names
+//! (`dns_assignment`, see `names`) gets its host name and domain in its lease and an address
+//! record for each of its served addresses (SLAAC ones included).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -12,6 +14,7 @@ use calico_model::Key;
 use calico_model::endpoint::WorkloadEndpoint;
 
 use super::NotServed;
+use super::names::{Names, PortName, port_name};
 use super::subnet::{DhcpSubnet, Mode, Served, served};
 
 /// One port's DHCP entry: its MAC and the addresses it is given.
@@ -23,6 +26,8 @@ pub struct HostEntry {
     pub ipv4: Option<IpAddr>,
     /// Addresses in `dhcpv6-stateful` subnets.
     pub ipv6: Vec<IpAddr>,
+    /// Its host name and domain, when Neutron names it.
+    pub name: Option<PortName>,
 }
 
 /// Everything dnsmasq serves, and what was left out.
@@ -37,8 +42,17 @@ pub struct Plan {
     pub unknown_subnet: bool,
 }
 
-/// The plan for `endpoints` (etcd key → value) given Neutron's `subnets`.
+/// The plan for `endpoints` (etcd key → value) given Neutron's `subnets`, without names.
 pub fn plan(endpoints: &BTreeMap<String, String>, subnets: &[DhcpSubnet]) -> Plan {
+    plan_with_names(endpoints, subnets, &Names::new())
+}
+
+/// The plan for `endpoints` given Neutron's `subnets` and the ports' `names`.
+pub fn plan_with_names(
+    endpoints: &BTreeMap<String, String>,
+    subnets: &[DhcpSubnet],
+    names: &Names,
+) -> Plan {
     let mut plan = Plan::default();
     let mut checked: BTreeMap<&str, Option<Served>> = BTreeMap::new();
     for (key, value) in endpoints {
@@ -59,18 +73,30 @@ pub fn plan(endpoints: &BTreeMap<String, String>, subnets: &[DhcpSubnet]) -> Pla
             mac: mac.to_string(),
             ipv4: None,
             ipv6: Vec::new(),
+            name: None,
         };
+        let mut served = Vec::new();
         let nets = endpoint.ipv4_nets.iter().chain(&endpoint.ipv6_nets);
         for addr in nets.map(|n| n.addr()) {
             match subnet_of(addr, subnets, &mut checked, &mut plan) {
-                Ok(served) => add(&mut entry, addr, served, &mut plan.left_out),
+                Ok(subnet) => {
+                    served.push(addr);
+                    add(&mut entry, addr, subnet, &mut plan.left_out);
+                }
                 Err(reason) => plan.left_out.push(NotServed::port(
                     &port_id,
                     format!("address {addr}: {reason}"),
                 )),
             }
         }
-        if entry.ipv4.is_some() || !entry.ipv6.is_empty() {
+        if let Some(assignments) = names.get(&port_id) {
+            match port_name(&port_id, assignments, &served) {
+                Ok(name) => entry.name = name,
+                Err(e) => plan.left_out.push(e),
+            }
+        }
+        // A port served by SLAAC only still has its name in DNS.
+        if entry.ipv4.is_some() || !entry.ipv6.is_empty() || entry.name.is_some() {
             plan.hosts.push(entry);
         }
     }

@@ -70,7 +70,42 @@ fn a_port_gets_its_addresses_in_the_subnets_that_hold_them() {
             mac: "fa:16:3e:00:00:01".into(),
             ipv4: Some("10.65.0.11".parse().unwrap()),
             ipv6: vec!["2001:db8:a41:2::11".parse().unwrap()],
+            name: None,
         }]
+    );
+}
+
+#[test]
+fn a_named_port_gets_its_name_and_records_for_its_served_addresses_slaac_ones_too() {
+    use crate::dhcp::names::Assignment;
+    let value = endpoint("fa:16:3e:00:00:01", &[], &["2001:db8:a41:2::11/128"]);
+    let assignment = |ip: &str| Assignment {
+        hostname: "db-1".into(),
+        ip_address: ip.into(),
+        fqdn: "db-1.cloud.example.".into(),
+    };
+    let names = [(
+        "port-1".to_owned(),
+        vec![assignment("2001:db8:a41:2::11"), assignment("10.9.9.9")],
+    )]
+    .into_iter()
+    .collect();
+    let plan = plan_with_names(&endpoints(&[(KEY, &value)]), &[subnet6("slaac")], &names);
+    assert_eq!(plan.left_out, []);
+    let name = plan.hosts[0].name.as_ref().expect("a name");
+    assert_eq!(name.hostname, "db-1");
+    assert_eq!(name.domain.as_deref(), Some("cloud.example"));
+    // Only the address the port has here: not one Neutron names but etcd does not hold.
+    assert_eq!(
+        name.records,
+        [(
+            "2001:db8:a41:2::11".parse().unwrap(),
+            "db-1.cloud.example".to_owned()
+        )]
+    );
+    assert!(
+        plan.hosts[0].ipv6.is_empty(),
+        "a SLAAC address is not leased"
     );
 }
 

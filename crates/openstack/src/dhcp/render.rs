@@ -1,9 +1,17 @@
 //! Pure: a [`Plan`] → dnsmasq's command line, its hosts file and its options file.
 //!
 //! The command line holds what dnsmasq reads only at start (the ranges: one per served subnet,
-//! `static`, so only the MACs in the hosts file get addresses); the hosts file (`--dhcp-hostsfile`)
-//! and the options file (`--dhcp-optsfile`) are re-read on SIGHUP. So a port added or removed
-//! costs a SIGHUP, and only a change of the set of subnets restarts dnsmasq.
+//! `static`, so only the MACs in the hosts file get addresses); the hosts file (`--dhcp-hostsfile`),
+//! the options file (`--dhcp-optsfile`) and the names file (`--addn-hosts`: the address records
+//! of the ports' host names) are re-read on SIGHUP. So a port added or removed costs a SIGHUP,
+//! and only a change of the set of subnets restarts dnsmasq.
+//!
+//! DNS: dnsmasq answers on `dns_port` (53; 0 turns DNS off) the names of this host's ports and
+//! nothing else (`--no-resolv`: no upstream, other names are refused); `--bind-dynamic` binds it
+//! to the addresses of its interfaces only (the gateways, the TAPs' link-local addresses), so
+//! it does not clash with a resolver of the host's own. A subnet without `dns_nameservers`
+//! gets dnsmasq itself (its gateway address) as DNS server, as Neutron's DHCP agent gives its
+//! own port.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -22,6 +30,8 @@ pub struct Setting<'a> {
     pub tap_prefix: &'a str,
     pub state_dir: &'a Path,
     pub lease_time: Duration,
+    /// dnsmasq's DNS port; 0: no DNS service.
+    pub dns_port: u16,
 }
 
 /// Everything dnsmasq is given.
@@ -31,14 +41,17 @@ pub struct Rendered {
     pub args: Vec<String>,
     /// `--dhcp-hostsfile`: one line per port.
     pub hosts: String,
-    /// `--dhcp-optsfile`: router, DNS and routes per subnet.
+    /// `--dhcp-optsfile`: router, DNS and routes per subnet, domains per port.
     pub opts: String,
+    /// `--addn-hosts`: `address fqdn hostname` per named port's address.
+    pub names: String,
     /// The interface's addresses: each served subnet's gateway with its prefix length.
     pub addresses: BTreeSet<IpNet>,
 }
 
 pub const HOSTS_FILE: &str = "hosts";
 pub const OPTS_FILE: &str = "opts";
+pub const NAMES_FILE: &str = "names";
 pub const LEASE_FILE: &str = "leases";
 pub const PID_FILE: &str = "dnsmasq.pid";
 
@@ -48,6 +61,7 @@ pub fn render(plan: &Plan, setting: &Setting) -> Rendered {
         args: args(plan, setting),
         hosts: hosts(plan),
         opts: opts(plan),
+        names: names(plan),
         addresses: plan
             .subnets
             .values()
@@ -65,10 +79,11 @@ fn args(plan: &Plan, setting: &Setting) -> Vec<String> {
         "--conf-file=".to_owned(),
         "--no-hosts".to_owned(),
         "--no-resolv".to_owned(),
-        "--port=0".to_owned(),
+        format!("--port={}", setting.dns_port),
         "--log-facility=-".to_owned(),
         format!("--dhcp-hostsfile={}", file(HOSTS_FILE)),
         format!("--dhcp-optsfile={}", file(OPTS_FILE)),
+        format!("--addn-hosts={}", file(NAMES_FILE)),
         format!("--dhcp-leasefile={}", file(LEASE_FILE)),
         // Names the dnsmasq of a previous run that was killed with its agent (see `dnsmasq`).
         format!("--pid-file={}", file(PID_FILE)),
@@ -79,6 +94,9 @@ fn args(plan: &Plan, setting: &Setting) -> Vec<String> {
         "--except-interface=lo".to_owned(),
         format!("--bridge-interface={interface},{taps}"),
     ];
+    if setting.dns_port != 0 {
+        args.push("--bind-dynamic".to_owned());
+    }
     let lease = setting.lease_time.as_secs().max(120);
     for subnet in plan.subnets.values() {
         args.push(range(subnet, lease));
@@ -100,23 +118,45 @@ fn range(subnet: &Served, lease: u64) -> String {
         Mode::V4 => format!("static,{}", subnet.net.netmask()),
         Mode::Stateful => format!("static,off-link,{}", subnet.net.prefix_len()),
         Mode::Stateless => format!("ra-stateless,off-link,{}", subnet.net.prefix_len()),
-        Mode::Slaac => format!("slaac,off-link,{}", subnet.net.prefix_len()),
+        // RA only: the A flag, no DHCPv6 (dnsmasq's `slaac` would serve DHCPv6 too).
+        Mode::Slaac => format!("ra-only,off-link,{}", subnet.net.prefix_len()),
     };
     format!("--dhcp-range=set:{tag},{start},{shape},{lease}s")
+}
+
+/// The tag of a named port's options (its domain).
+fn port_tag(port_id: &str) -> String {
+    format!("port-{port_id}")
 }
 
 fn hosts(plan: &Plan) -> String {
     let mut text = String::new();
     for host in &plan.hosts {
         let mut line = host.mac.clone();
+        if host.name.as_ref().is_some_and(|n| n.domain.is_some()) {
+            line += &format!(",set:{}", port_tag(&host.port_id));
+        }
         if let Some(v4) = host.ipv4 {
             line += &format!(",{v4}");
         }
         for v6 in &host.ipv6 {
             line += &format!(",[{v6}]");
         }
+        if let Some(name) = &host.name {
+            line += &format!(",{}", name.hostname);
+        }
         text += &line;
         text.push('\n');
+    }
+    text
+}
+
+fn names(plan: &Plan) -> String {
+    let mut text = String::new();
+    for name in plan.hosts.iter().filter_map(|h| h.name.as_ref()) {
+        for (address, fqdn) in &name.records {
+            text += &format!("{address} {fqdn} {}\n", name.hostname);
+        }
     }
     text
 }
@@ -137,9 +177,18 @@ fn opts(plan: &Plan) -> String {
             if !subnet.routes.is_empty() {
                 line("option:classless-static-route", &classless(subnet));
             }
-        } else if !dns.is_empty() && subnet.mode != Mode::Slaac {
+        } else if !dns.is_empty() {
+            // DHCPv6's option 23, and the RDNSS of the router advertisements (slaac too).
             line("option6:dns-server", &dns);
         }
+    }
+    for host in &plan.hosts {
+        let Some(domain) = host.name.as_ref().and_then(|n| n.domain.as_ref()) else {
+            continue;
+        };
+        let tag = port_tag(&host.port_id);
+        text += &format!("tag:{tag},option:domain-name,{domain}\n");
+        text += &format!("tag:{tag},option6:domain-search,{domain}\n");
     }
     text
 }

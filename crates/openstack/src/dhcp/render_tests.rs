@@ -53,6 +53,7 @@ fn rendered() -> Rendered {
         tap_prefix: "tap",
         state_dir: Path::new("/var/lib/calico/dhcp"),
         lease_time: Duration::from_secs(86400),
+        dns_port: 53,
     };
     render(&plan(&endpoints, &subnets()), &setting)
 }
@@ -66,16 +67,18 @@ fn dnsmasq_serves_from_the_bridge_for_every_tap_with_one_static_range_per_subnet
             "--conf-file=",
             "--no-hosts",
             "--no-resolv",
-            "--port=0",
+            "--port=53",
             "--log-facility=-",
             "--dhcp-hostsfile=/var/lib/calico/dhcp/hosts",
             "--dhcp-optsfile=/var/lib/calico/dhcp/opts",
+            "--addn-hosts=/var/lib/calico/dhcp/names",
             "--dhcp-leasefile=/var/lib/calico/dhcp/leases",
             "--pid-file=/var/lib/calico/dhcp/dnsmasq.pid",
             "--interface=ns-calico",
             "--interface=tap*",
             "--except-interface=lo",
             "--bridge-interface=ns-calico,tap*",
+            "--bind-dynamic",
             "--dhcp-range=set:subnet-sub4,10.65.0.0,static,255.255.255.0,86400s",
             "--dhcp-range=set:subnet-sub6,2001:db8:a41:2::,static,off-link,64,86400s",
             "--enable-ra",
@@ -124,6 +127,58 @@ fn stateless_and_slaac_subnets_get_their_range_kinds() {
     let served = crate::dhcp::subnet::served(&subnets[1]).unwrap().0;
     assert_eq!(
         range(&served, 3600),
-        "--dhcp-range=set:subnet-sub6,2001:db8:a41:2::,slaac,off-link,64,3600s"
+        "--dhcp-range=set:subnet-sub6,2001:db8:a41:2::,ra-only,off-link,64,3600s"
     );
+}
+
+#[test]
+fn named_ports_get_their_host_name_domain_and_address_records() {
+    use crate::dhcp::names::Assignment;
+    use crate::dhcp::plan::plan_with_names;
+    let mut endpoints = BTreeMap::new();
+    endpoints.insert(
+        "/calico/v1/host/h/workload/openstack/vm/endpoint/port-a".to_owned(),
+        serde_json::json!({"state": "active", "name": "tap", "profile_ids": [],
+            "mac": "fa:16:3e:00:00:0a", "ipv4_nets": ["10.65.0.12/32"],
+            "ipv6_nets": ["2001:db8:a41:2::12/128"]})
+        .to_string(),
+    );
+    let assignment = |ip: &str| Assignment {
+        hostname: "web-1".into(),
+        ip_address: ip.into(),
+        fqdn: "web-1.cloud.example.".into(),
+    };
+    let names = [(
+        "port-a".to_owned(),
+        vec![assignment("10.65.0.12"), assignment("2001:db8:a41:2::12")],
+    )]
+    .into_iter()
+    .collect();
+    let plan = plan_with_names(&endpoints, &subnets(), &names);
+    let setting = Setting {
+        interface: "ns-calico",
+        tap_prefix: "tap",
+        state_dir: Path::new("/var/lib/calico/dhcp"),
+        lease_time: Duration::from_secs(86400),
+        dns_port: 0,
+    };
+    let rendered = render(&plan, &setting);
+    assert_eq!(
+        rendered.hosts,
+        "fa:16:3e:00:00:0a,set:port-port-a,10.65.0.12,[2001:db8:a41:2::12],web-1\n"
+    );
+    assert!(
+        rendered
+            .opts
+            .ends_with("tag:port-port-a,option:domain-name,cloud.example\ntag:port-port-a,option6:domain-search,cloud.example\n"),
+        "{}",
+        rendered.opts
+    );
+    assert_eq!(
+        rendered.names,
+        "10.65.0.12 web-1.cloud.example web-1\n2001:db8:a41:2::12 web-1.cloud.example web-1\n"
+    );
+    // DNS off: no port, no binding of port 53.
+    assert!(rendered.args.contains(&"--port=0".to_owned()));
+    assert!(!rendered.args.contains(&"--bind-dynamic".to_owned()));
 }

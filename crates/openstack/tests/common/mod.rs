@@ -4,6 +4,7 @@
 
 #![allow(dead_code)] // each test binary uses part of the fixtures
 
+pub mod dhcp;
 pub mod forward;
 pub mod neutron;
 
@@ -17,17 +18,32 @@ pub struct SyncProcess {
 }
 
 impl SyncProcess {
-    /// Starts the binary with a short resync interval so tests can see drift repaired.
-    pub fn start(etcd: &str, neutron: &str, log: &Path, resync: &str) -> SyncProcess {
-        Self::start_in(None, etcd, neutron, log, resync)
+    /// Starts the binary against `neutron` (authenticated as its plane says) with a short
+    /// resync interval so tests can see drift repaired.
+    pub fn start(etcd: &str, neutron: &neutron::Neutron, log: &Path, resync: &str) -> SyncProcess {
+        Self::start_logging(etcd, neutron, log, resync, "info")
+    }
+
+    /// [`SyncProcess::start`] with the log filter `filter`.
+    pub fn start_logging(
+        etcd: &str,
+        neutron: &neutron::Neutron,
+        log: &Path,
+        resync: &str,
+        filter: &str,
+    ) -> SyncProcess {
+        let (args, mut env) = neutron.sync_args();
+        env.push(("CALICO_NEUTRON_LOG".to_owned(), filter.to_owned()));
+        Self::start_in(None, etcd, &neutron.url, (&args, &env), log, resync)
     }
 
     /// [`SyncProcess::start`] inside a network namespace (`ip netns exec` execs the binary, so
-    /// the child is the process itself).
+    /// the child is the process itself), at `url`, with the arguments and environment `auth`.
     pub fn start_in(
         netns: Option<&str>,
         etcd: &str,
-        neutron: &str,
+        url: &str,
+        auth: (&[String], &[(String, String)]),
         log: &Path,
         resync: &str,
     ) -> SyncProcess {
@@ -46,9 +62,11 @@ impl SyncProcess {
             }
         };
         let child = command
-            .args(["--neutron-url", neutron, "--etcd-endpoints", etcd])
+            .args(["--neutron-url", url, "--etcd-endpoints", etcd])
             .args(["--resync-interval", resync])
             .env("CALICO_NEUTRON_LOG", "info")
+            .args(auth.0)
+            .envs(auth.1.iter().map(|(k, v)| (k, v)))
             .env_remove("ETCD_ENDPOINTS")
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("log file"))

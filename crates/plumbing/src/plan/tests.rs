@@ -1,8 +1,9 @@
 use std::net::Ipv6Addr;
 
 use super::*;
-use crate::eui64_link_local;
+use crate::routes::Placement;
 use crate::routes::SourceRule;
+use calico_model::MacAddr;
 
 const HOST: &str = "cali0123456789a";
 
@@ -231,13 +232,13 @@ fn only_the_veth_is_undone_and_the_undo_list_runs_backwards() {
 
 #[test]
 fn the_ipv6_gateway_is_derived_from_the_mac_as_the_kernel_does() {
-    let ll = eui64_link_local([0xee, 0xee, 0xee, 0xee, 0xee, 0xee]);
+    let ll = MacAddr([0xee, 0xee, 0xee, 0xee, 0xee, 0xee]).eui64_link_local();
     assert_eq!(ll, "fe80::ecee:eeff:feee:eeee".parse::<Ipv6Addr>().unwrap());
 }
 
 #[test]
 fn a_requested_mac_is_set_before_the_container_side_comes_up() {
-    let mac = [0xc2, 0x11, 0x22, 0x33, 0x44, 0x55];
+    let mac = MacAddr([0xc2, 0x11, 0x22, 0x33, 0x44, 0x55]);
     let steps = steps(&plan(&Attachment {
         mac: Some(mac),
         ..attachment(&["10.65.0.2"])
@@ -337,7 +338,7 @@ fn the_first_attachment_gets_no_table_and_no_rules() {
 /// up and the container end's MAC, and leaves everything inside the sandbox to dockerd.
 #[test]
 fn a_docker_join_makes_the_veth_and_leaves_the_container_side_to_dockerd() {
-    let mac = [0xee, 0, 0, 0, 0, 1];
+    let mac = MacAddr([0xee, 0, 0, 0, 0, 1]);
     let joining = Attachment {
         container: "tmp0123456789a".into(),
         netns: Netns::current(),

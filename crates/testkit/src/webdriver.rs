@@ -5,10 +5,10 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use calico_testkit::{eventually, free_port};
+use crate::{eventually, free_port};
 use serde_json::{Value, json};
 
-use super::{http, json_of, try_http};
+use crate::http::{http, json_of, try_http};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -26,6 +26,7 @@ pub fn require_browser() {
 }
 
 /// chromedriver on a free loopback port and one headless chromium session, both ended on drop.
+#[derive(Debug)]
 pub struct Browser {
     driver: Child,
     address: String,

@@ -1,0 +1,348 @@
+//! `calico-dhcp-agent` for the IPv6 modes a VM configures itself in, and the names Neutron
+//! gives ports: a real neutron-server (DNS integration on), the real `calico-neutron` and a real
+//! etcd, and two compute hosts (namespaces, each with its own agent and dnsmasq): one serves a
+//! network with a `dhcpv6-stateless` subnet, the other one with a `slaac` subnet, each beside an
+//! IPv4 subnet. Each VM's own
+//! kernel autoconfigures its address from the router advertisements; ISC `dhclient -6 -S`
+//! (stateless: an Information-Request) gets the DNS server and domain; busybox `udhcpc` gets the
+//! host name and domain; busybox `nslookup` asks the host's dnsmasq for the VM's name.
+//! Needs root, etcd, busybox and scripts/setup-neutron.sh (neutron-server, dnsmasq, dhclient).
+
+mod common;
+
+use std::net::{IpAddr, Ipv6Addr};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use calico_testkit::{EtcdServer, NetNs, eventually};
+use common::SyncProcess;
+use common::dhcp::{Agent, BUSYBOX, DHCLIENT, DNSMASQ, Reaper, SCRIPT, Vm, id, require};
+use common::forward::Forwarder;
+use common::neutron::{Neutron, Options};
+use serde_json::{Value, json};
+
+/// What `dhclient -6 -S` hears: the variables its script is given, written to `file` (dhclient
+/// gives its script an environment of its own, so the path is in the script).
+fn info_script(file: &Path) -> String {
+    format!(
+        "#!/bin/sh\nenv | grep -E '^new_dhcp6_' | sort >> '{}'\nexit 0\n",
+        file.display()
+    )
+}
+
+/// A compute host: its namespace, the agent and the forwarders to etcd and Neutron.
+struct Host {
+    ns: NetNs,
+    agent: Agent,
+    _reaper: Reaper,
+    _forwards: [Forwarder; 2],
+}
+
+impl Host {
+    fn start(name: &str, neutron: &Neutron, etcd: &EtcdServer, dir: &Path) -> Host {
+        let ns = NetNs::new("dhcp6-host");
+        let reaper = Reaper(ns.name().to_owned());
+        let port = |url: &str| url.rsplit(':').next().unwrap().parse::<u16>().unwrap();
+        let to_neutron = Forwarder::start(ns.name(), port(&neutron.url));
+        let to_etcd = Forwarder::start(ns.name(), port(&etcd.endpoint()));
+        let agent = Agent::start_as(
+            name,
+            ns.name(),
+            &to_neutron.url(),
+            &to_etcd.url(),
+            &dir.join(format!("{name}-state")),
+            &dir.join(format!("{name}.log")),
+        );
+        Host {
+            ns,
+            agent,
+            _reaper: reaper,
+            _forwards: [to_neutron, to_etcd],
+        }
+    }
+
+    /// Routes the VM's IPv4 address through its TAP with proxy ARP, as Felix does (so that
+    /// dnsmasq's DNS answers reach it).
+    fn route(&self, vm: &Vm, address: &str) {
+        let ns = &self.ns;
+        ns.run_ok(
+            "ip",
+            &["route", "add", &format!("{address}/32"), "dev", &vm.tap],
+            "",
+        );
+        let proxy = format!("net.ipv4.conf.{}.proxy_arp=1", vm.tap);
+        ns.run_ok("sysctl", &["-qw", &proxy], "");
+    }
+}
+
+/// The port's fixed IPs as Neutron gave them.
+fn fixed_ips(port: &Value) -> Vec<IpAddr> {
+    port["fixed_ips"]
+        .as_array()
+        .expect("fixed_ips")
+        .iter()
+        .filter_map(|f| f["ip_address"].as_str()?.parse().ok())
+        .collect()
+}
+
+fn v6(port: &Value) -> Ipv6Addr {
+    fixed_ips(port)
+        .into_iter()
+        .find_map(|a| match a {
+            IpAddr::V6(a) => Some(a),
+            IpAddr::V4(_) => None,
+        })
+        .expect("an IPv6 fixed IP")
+}
+
+fn v4(port: &Value) -> String {
+    fixed_ips(port)
+        .into_iter()
+        .find(IpAddr::is_ipv4)
+        .expect("an IPv4 fixed IP")
+        .to_string()
+}
+
+/// The VM's global IPv6 addresses once none is tentative (duplicate address detection done).
+fn global_v6(vm: &Vm) -> Result<Vec<String>, String> {
+    let out = vm.ns.run_ok(
+        "ip",
+        &["-6", "-o", "addr", "show", "dev", "eth0", "scope", "global"],
+        "",
+    );
+    if out.contains("tentative") {
+        return Err(format!("still tentative: {out}"));
+    }
+    Ok(out
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(3).map(str::to_owned))
+        .collect())
+}
+
+/// The VM autoconfigures exactly its port's address (the EUI-64 of its MAC Neutron computed),
+/// with the prefix off-link and a default route from the RA.
+fn autoconfigures_exactly(vm: &Vm, port: &Value, prefix: &str, agent: &Agent) {
+    let wanted = format!("{}/64", v6(port));
+    eventually(
+        &format!("{}'s SLAAC address", vm.ns.name()),
+        Duration::from_secs(30),
+        || {
+            let addresses = global_v6(vm)?;
+            match addresses == [wanted.clone()] {
+                true => Ok(()),
+                false => Err(format!(
+                    "{addresses:?}, wanted [{wanted}]\nagent:\n{}",
+                    agent.log()
+                )),
+            }
+        },
+    );
+    let on_link = vm.ns.run_ok("ip", &["-6", "route", "show", prefix], "");
+    assert_eq!(
+        on_link.trim(),
+        "",
+        "{} routes {prefix} on its link",
+        vm.ns.name()
+    );
+    let default = vm.ns.run_ok("ip", &["-6", "route", "show", "default"], "");
+    assert!(
+        default.contains("proto ra"),
+        "no default route by RA: {default:?}"
+    );
+}
+
+/// `nslookup NAME SERVER` in the VM: busybox's output.
+fn nslookup(vm: &Vm, args: &[&str]) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", vm.ns.name(), BUSYBOX, "nslookup"])
+        .args(args)
+        .output()
+        .expect("nslookup runs");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+#[test]
+fn stateless_and_slaac_vms_configure_their_ports_addresses_and_ports_have_their_names() {
+    require(DNSMASQ, "dnsmasq-base");
+    require(BUSYBOX, "busybox");
+    require(DHCLIENT, "isc-dhcp-client");
+    let neutron = Neutron::start_with(Options {
+        noauth: true,
+        ..Options::default()
+    });
+    let etcd = EtcdServer::start();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let mode = |path: &Path, mode| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    };
+    // dnsmasq re-reads its files as an unprivileged user after SIGHUP.
+    mode(dir.path(), 0o755);
+    let info_file = dir.path().join("info.env");
+    for (name, text) in [
+        ("udhcpc.script", SCRIPT.to_owned()),
+        ("info.script", info_script(&info_file)),
+    ] {
+        std::fs::write(dir.path().join(name), text).expect("script");
+        mode(&dir.path().join(name), 0o755);
+    }
+
+    // Two networks (Neutron gives every port an address in each SLAAC or stateless subnet of
+    // its network): an IPv4 subnet without DNS servers (the agent's dnsmasq is then the VMs'
+    // DNS server, answering their names) beside a dhcpv6-stateless one, and beside a slaac one.
+    let subnet = |network: &str, fields: Value| {
+        let mut fields = fields;
+        fields["network_id"] = json!(network);
+        id(&neutron.create("subnets", fields))
+    };
+    let net_s = id(&neutron.create("networks", json!({"name": "stateless"})));
+    let subnet_s4 = subnet(
+        &net_s,
+        json!({"cidr": "10.66.0.0/24", "ip_version": 4, "gateway_ip": "10.66.0.1"}),
+    );
+    subnet(
+        &net_s,
+        json!({"cidr": "2001:db8:51::/64", "ip_version": 6,
+        "gateway_ip": "2001:db8:51::1", "dns_nameservers": ["2001:db8::53"],
+        "ipv6_address_mode": "dhcpv6-stateless", "ipv6_ra_mode": "dhcpv6-stateless"}),
+    );
+    let net_a = id(&neutron.create("networks", json!({"name": "slaac"})));
+    let subnet_a4 = subnet(
+        &net_a,
+        json!({"cidr": "10.67.0.0/24", "ip_version": 4, "gateway_ip": "10.67.0.1"}),
+    );
+    subnet(
+        &net_a,
+        json!({"cidr": "2001:db8:5a::/64", "ip_version": 6,
+        "gateway_ip": "2001:db8:5a::1", "dns_nameservers": ["2001:db8::54"],
+        "ipv6_address_mode": "slaac", "ipv6_ra_mode": "slaac"}),
+    );
+    let port = |host: &str, vm: &str, dns_name: &str, network: &str, subnet4: &str| {
+        neutron.create(
+            "ports",
+            json!({"network_id": network, "device_owner": "compute:nova", "device_id": vm,
+                   "binding:host_id": host, "dns_name": dns_name,
+                   "fixed_ips": [{"subnet_id": subnet4}]}),
+        )
+    };
+    let web = port("compute-s", "vm-s", "web-1", &net_s, &subnet_s4);
+    let db = port("compute-a", "vm-a", "db-1", &net_a, &subnet_a4);
+    // Neutron computed each IPv6 address from the MAC (EUI-64) and names the port in its domain.
+    assert_eq!(web["dns_assignment"][0]["hostname"], "web-1", "{web}");
+    let fqdn = web["dns_assignment"][0]["fqdn"]
+        .as_str()
+        .expect("fqdn")
+        .to_owned();
+    let domain = fqdn
+        .strip_prefix("web-1.")
+        .expect("web-1's domain")
+        .trim_end_matches('.');
+
+    let _sync = SyncProcess::start(
+        &etcd.endpoint(),
+        &neutron,
+        &dir.path().join("sync.log"),
+        "60s",
+    );
+    let host_s = Host::start("compute-s", &neutron, &etcd, dir.path());
+    let host_a = Host::start("compute-a", &neutron, &etcd, dir.path());
+    let vm_s = Vm::plug(&host_s.ns, &web);
+    let vm_a = Vm::plug(&host_a.ns, &db);
+
+    // 1. dhcpv6-stateless: the VM's kernel makes exactly the port's address from the RA, the
+    //    prefix off-link; an Information-Request gets the subnet's DNS server and the domain.
+    autoconfigures_exactly(&vm_s, &web, "2001:db8:51::/64", &host_s.agent);
+    eventually("vm-s's DHCPv6 information", Duration::from_secs(30), || {
+        let _ = std::fs::remove_file(&info_file);
+        let (pid, leases) = (dir.path().join("s.pid"), dir.path().join("s.leases"));
+        let _ = Command::new("timeout")
+            .args([
+                "15",
+                "ip",
+                "netns",
+                "exec",
+                vm_s.ns.name(),
+                DHCLIENT,
+                "-6",
+                "-S",
+                "-1",
+            ])
+            .arg("-sf")
+            .arg(dir.path().join("info.script"))
+            .arg("-lf")
+            .arg(&leases)
+            .arg("-pf")
+            .arg(&pid)
+            .arg("eth0")
+            .output();
+        let _ = Command::new("ip")
+            .args(["netns", "exec", vm_s.ns.name(), DHCLIENT, "-6", "-x", "-pf"])
+            .arg(&pid)
+            .output();
+        let info = std::fs::read_to_string(&info_file).unwrap_or_default();
+        let servers = info
+            .lines()
+            .any(|l| l == "new_dhcp6_name_servers=2001:db8::53");
+        let search = info
+            .lines()
+            .any(|l| l == format!("new_dhcp6_domain_search={domain}."));
+        match servers && search {
+            true => Ok(()),
+            false => Err(format!(
+                "dhclient heard: {info:?}\nagent:\n{}",
+                host_s.agent.log()
+            )),
+        }
+    });
+
+    // 2. Names: the lease carries the port's host name and domain, the DNS server is the
+    //    agent's dnsmasq, which answers the name with the port's IPv4 and (SLAAC) IPv6 address.
+    let mut lease = String::new();
+    eventually("vm-s's lease", Duration::from_secs(30), || {
+        lease = vm_s.dhcp(dir.path())?;
+        Ok(())
+    });
+    for expected in [
+        format!("ip={}", v4(&web)),
+        "hostname=web-1".to_owned(),
+        format!("domain={domain}"),
+        "dns=10.66.0.1".to_owned(),
+    ] {
+        assert!(
+            lease.lines().any(|l| l == expected),
+            "{expected} not in lease:\n{lease}"
+        );
+    }
+    host_s.route(&vm_s, &v4(&web));
+    let name = format!("web-1.{domain}");
+    let answer = nslookup(&vm_s, &[&name, "10.66.0.1"]);
+    assert!(
+        answer.contains(&format!("Address: {}", v4(&web))),
+        "{answer}"
+    );
+    let answer = nslookup(&vm_s, &["-type=AAAA", &name, "10.66.0.1"]);
+    assert!(
+        answer.contains(&format!("Address: {}", v6(&web))),
+        "{answer}"
+    );
+    // Nothing else is answered (no upstream).
+    let answer = nslookup(&vm_s, &["example.com", "10.66.0.1"]);
+    assert!(!answer.contains("Address: 9"), "{answer}");
+
+    // 3. slaac: exactly the port's address again (nothing from the stateless subnet, which
+    //    this host does not serve), the prefix off-link; its name answered by its host.
+    autoconfigures_exactly(&vm_a, &db, "2001:db8:5a::/64", &host_a.agent);
+    eventually("vm-a's lease", Duration::from_secs(30), || {
+        vm_a.dhcp(dir.path()).map(drop)
+    });
+    host_a.route(&vm_a, &v4(&db));
+    let answer = nslookup(
+        &vm_a,
+        &["-type=AAAA", &format!("db-1.{domain}"), "10.67.0.1"],
+    );
+    assert!(
+        answer.contains(&format!("Address: {}", v6(&db))),
+        "{answer}"
+    );
+}
