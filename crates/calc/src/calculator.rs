@@ -528,25 +528,7 @@ impl Calculator {
             .and_then(|t| t.policies.get(&id.name))
             .cloned();
         self.policies.set(id, policy.as_ref());
-        // One pass over the local endpoints without cloning their keys: only those the policy
-        // applies to, before or after, are touched (at 1,000 local endpoints, cloning every key
-        // for each policy of a snapshot was a tenth of start-up).
-        let endpoints = &self.endpoints;
-        let numbers = &self.cluster.endpoints;
-        let touched: Vec<(EndpointKey, bool, bool)> = self
-            .local_matches
-            .iter()
-            .filter_map(|(key, matched)| {
-                let host = matches!(key, EndpointKey::Host(_));
-                let labels = || {
-                    let id = numbers.id(key).expect("a local endpoint is in the cluster");
-                    endpoints.labels(id).expect("numbered")
-                };
-                let now = policy.as_ref().is_some_and(|p| applies(p, host, labels()));
-                let had = matched.contains(id);
-                (now || had).then(|| (key.clone(), now, had))
-            })
-            .collect();
+        let touched = self.touched(&self.local_matches, id, policy.as_ref());
         for (key, now, had) in touched {
             if now && !had {
                 self.local_matches.get_mut(&key).unwrap().insert(id.clone());
@@ -559,6 +541,35 @@ impl Calculator {
         }
     }
 
+    /// The local endpoints `policy` (`id`, `None` when deleted) applies to now or did before
+    /// (in `matches`): (endpoint, applies now, applied before). One pass without cloning the
+    /// keys of the others (at 1,000 local endpoints, cloning every key for each policy of a
+    /// snapshot was a tenth of start-up).
+    fn touched(
+        &self,
+        matches: &BTreeMap<EndpointKey, BTreeSet<PolicyId>>,
+        id: &PolicyId,
+        policy: Option<&Policy>,
+    ) -> Vec<(EndpointKey, bool, bool)> {
+        matches
+            .iter()
+            .filter_map(|(key, matched)| {
+                let host = matches!(key, EndpointKey::Host(_));
+                let labels = || {
+                    let number = self
+                        .cluster
+                        .endpoints
+                        .id(key)
+                        .expect("a local endpoint is in the cluster");
+                    self.endpoints.labels(number).expect("numbered")
+                };
+                let now = policy.is_some_and(|p| applies(p, host, labels()));
+                let had = matched.contains(id);
+                (now || had).then(|| (key.clone(), now, had))
+            })
+            .collect()
+    }
+
     /// A staged policy changed: as [`Calculator::policy_changed`], with the staged index.
     fn staged_changed(&mut self, id: &PolicyId) {
         self.sync_staged(id);
@@ -569,22 +580,7 @@ impl Calculator {
             .and_then(|t| t.staged.get(&id.name))
             .cloned();
         self.staged.set(id, policy.as_ref());
-        let endpoints = &self.endpoints;
-        let numbers = &self.cluster.endpoints;
-        let touched: Vec<(EndpointKey, bool, bool)> = self
-            .local_staged
-            .iter()
-            .filter_map(|(key, matched)| {
-                let host = matches!(key, EndpointKey::Host(_));
-                let labels = || {
-                    let id = numbers.id(key).expect("a local endpoint is in the cluster");
-                    endpoints.labels(id).expect("numbered")
-                };
-                let now = policy.as_ref().is_some_and(|p| applies(p, host, labels()));
-                let had = matched.contains(id);
-                (now || had).then(|| (key.clone(), now, had))
-            })
-            .collect();
+        let touched = self.touched(&self.local_staged, id, policy.as_ref());
         for (key, now, had) in touched {
             if now && !had {
                 self.local_staged.get_mut(&key).unwrap().insert(id.clone());
@@ -598,17 +594,12 @@ impl Calculator {
     }
 
     fn staged_ref(&mut self, id: &PolicyId) {
-        *self.staged_refs.entry(id.clone()).or_default() += 1;
+        count_up(&mut self.staged_refs, id);
         self.sync_staged(id);
     }
 
     fn staged_unref(&mut self, id: &PolicyId) {
-        if let Some(count) = self.staged_refs.get_mut(id) {
-            *count -= 1;
-            if *count == 0 {
-                self.staged_refs.remove(id);
-            }
-        }
+        count_down(&mut self.staged_refs, id);
         self.sync_staged(id);
     }
 
@@ -639,32 +630,22 @@ impl Calculator {
     }
 
     fn policy_ref(&mut self, id: &PolicyId) {
-        *self.policy_refs.entry(id.clone()).or_default() += 1;
+        count_up(&mut self.policy_refs, id);
         self.sync_policy(id);
     }
 
     fn policy_unref(&mut self, id: &PolicyId) {
-        if let Some(count) = self.policy_refs.get_mut(id) {
-            *count -= 1;
-            if *count == 0 {
-                self.policy_refs.remove(id);
-            }
-        }
+        count_down(&mut self.policy_refs, id);
         self.sync_policy(id);
     }
 
     fn profile_ref(&mut self, id: &str) {
-        *self.profile_refs.entry(id.to_owned()).or_default() += 1;
+        count_up(&mut self.profile_refs, id);
         self.sync_profile(id);
     }
 
     fn profile_unref(&mut self, id: &str) {
-        if let Some(count) = self.profile_refs.get_mut(id) {
-            *count -= 1;
-            if *count == 0 {
-                self.profile_refs.remove(id);
-            }
-        }
+        count_down(&mut self.profile_refs, id);
         self.sync_profile(id);
     }
 
@@ -813,4 +794,32 @@ impl Calculator {
 fn distinct<T: Ord>(ids: &[T]) -> Vec<&T> {
     let mut seen = BTreeSet::new();
     ids.iter().filter(|id| seen.insert(*id)).collect()
+}
+
+/// One more user of `id`.
+fn count_up<K, Q>(refs: &mut HashMap<K, usize>, id: &Q)
+where
+    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
+    Q: ToOwned<Owned = K> + std::hash::Hash + Eq + ?Sized,
+{
+    match refs.get_mut(id) {
+        Some(count) => *count += 1,
+        None => {
+            refs.insert(id.to_owned(), 1);
+        }
+    }
+}
+
+/// One user fewer of `id`; the entry goes with its last user.
+fn count_down<K, Q>(refs: &mut HashMap<K, usize>, id: &Q)
+where
+    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
+    Q: std::hash::Hash + Eq + ?Sized,
+{
+    if let Some(count) = refs.get_mut(id) {
+        *count -= 1;
+        if *count == 0 {
+            refs.remove(id);
+        }
+    }
 }

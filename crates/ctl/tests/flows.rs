@@ -367,7 +367,9 @@ fn a_follower_that_falls_behind_is_told_how_many_it_missed() {
         stderr.starts_with("warning: this stream fell behind and the aggregator skipped "),
         "{stderr}"
     );
-    // Each line of -o json while following is one record.
+    // Each line of -o json while following is one record (the warning may come before the
+    // first record after the skip is printed).
+    follow.wait_for("stdout", "\n");
     let first = follow
         .read("stdout")
         .lines()

@@ -1,7 +1,8 @@
 //! The scaffold of a daemon's `main()`: logs to stderr through a filter (tracing's env-filter
 //! syntax, an invalid one refused by name before anything runs), a tokio runtime, the work,
 //! and its outcome as the exit code (an error logged once with its causes). `calico-node`,
-//! `calico-libnetwork` and `calico-fanout` start this way.
+//! `calico-libnetwork`, `calico-fanout`, `calico-neutron` and `calico-dhcp-agent` start this
+//! way.
 //!
 //! ```text
 //! main() ─► Daemon::new(name).log_variable("CALICO_X_LOG") ─► run(work)

@@ -5,6 +5,7 @@
 //! - `rules.rs`: one Calico rule as nf_tables rules.
 //! - `tiers.rs`: a tier's policies dispatched by protocol and port, so that a new connection
 //!   visits only the policies that could match it.
+//! - `table.rs`: a chain and a set as rendered, the pieces `tiers.rs` and `ruleset.rs` build.
 //! - `ruleset.rs`: the whole table, rendered incrementally by owner.
 //! - `plan.rs`: a change, or a read of the kernel, to one ordered transaction.
 //! - `driver.rs`: [`NftDataplane`], the same sync / apply / drift repair as the iptables driver.
@@ -14,7 +15,9 @@ pub mod names;
 pub mod plan;
 mod rules;
 mod ruleset;
+mod table;
 pub mod tiers;
 
 pub use driver::{NftDataplane, NftReader, NftSnapshot, calico_table};
-pub use ruleset::{Delta, NftChain, NftRenderer, NftSet, Ruleset};
+pub use ruleset::{Delta, NftRenderer, Ruleset};
+pub use table::{NftChain, NftSet};

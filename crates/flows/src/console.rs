@@ -9,7 +9,7 @@ use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderName};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::server::Aggregator;
+use crate::aggregator::Aggregator;
 
 const INDEX: &str = include_str!("console/index.html");
 const SCRIPT: &str = include_str!("console/console.js");

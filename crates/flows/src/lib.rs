@@ -7,17 +7,21 @@
 //! | --- | --- |
 //! | `window` | the bounded window (pure): insert and sum per key and bucket, evict, expire, query, hints |
 //! | `ingest` | a batch body → each record validated on its own, refused by field and reason |
-//! | `server` | `Aggregator` (window + metrics + live stream), `Settings`, the routes, `serve` |
+//! | `aggregator` | `Aggregator` (window + metrics + live stream), `Settings` |
+//! | `server` | the routes over it, ingestion and queries, `serve` (`reply`: JSON answers and errors) |
 //! | `stream` | the live stream as server-sent events, filtered per subscriber |
 //! | `metrics` | Prometheus counters and gauges, and the stats answer |
 //! | `console` | the web console (`console/`: HTML, CSS, JS embedded in the binary) |
 
+pub mod aggregator;
 pub mod console;
 pub mod ingest;
 pub mod metrics;
+mod reply;
 pub mod server;
 pub mod stream;
 pub mod window;
 
-pub use server::{Aggregator, Settings, router, serve};
+pub use aggregator::{Aggregator, Settings};
+pub use server::{router, serve};
 pub use window::{Limits, Window};

@@ -1,4 +1,4 @@
-//! The HTTP side: the shared state, ingestion, queries and the routes.
+//! The HTTP side: ingestion, queries and the routes over the shared state (`aggregator.rs`).
 //!
 //! ```text
 //!   Felix ── POST /api/v1/flows ──► ingest::check (no lock) ──► Window (one mutex) ──► live
@@ -8,8 +8,8 @@
 //!   expiry tick (1 s) ──► Window::expire
 //! ```
 
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -18,142 +18,13 @@ use axum::http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use calico_flowlog::protocol::{
-    Dropped, ErrorReply, FLOWS_PATH, FlowList, FlowResult, HINTS_PATH, Hints, IngestReply,
-    STATS_PATH, STREAM_PATH, Stats,
-};
+use calico_flowlog::protocol::{FLOWS_PATH, HINTS_PATH, STATS_PATH, STREAM_PATH};
 use calico_flowlog::{FilterError, FlowFilter, filter};
-use serde::Serialize;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, broadcast};
 
-use crate::ingest::{self, BatchLimits, NotABatch};
-use crate::metrics::Metrics;
-use crate::window::{Limits, Outcome, Window, flow_id, key_hash};
+use crate::aggregator::{Aggregator, Settings, now};
+use crate::reply::{error_reply, json};
 use crate::{console, stream};
-
-/// Everything the aggregator is configured with.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub limits: Limits,
-    pub batch: BatchLimits,
-    /// The largest request body, in bytes.
-    pub max_batch_bytes: usize,
-    /// When set, batches must carry `Authorization: Bearer <token>`.
-    pub token: Option<String>,
-    /// Flows a query returns without `limit`, and the most it may ask for.
-    pub default_limit: usize,
-    pub max_limit: usize,
-    /// Records a live subscriber may fall behind before it misses some.
-    pub stream_buffer: usize,
-}
-
-/// Batches read and checked at once; more wait their turn (their senders see a slower answer),
-/// so a burst of large batches costs at most this many bodies of memory.
-const CONCURRENT_BATCHES: usize = 4;
-
-/// The aggregator: the window, the counters and the live stream.
-#[derive(Debug)]
-pub struct Aggregator {
-    window: Mutex<Window>,
-    pub metrics: Metrics,
-    live: broadcast::Sender<Arc<FlowResult>>,
-    settings: Settings,
-    batches: Semaphore,
-}
-
-/// Unix seconds now.
-pub fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-impl Aggregator {
-    pub fn new(settings: Settings) -> Arc<Aggregator> {
-        Arc::new(Aggregator {
-            window: Mutex::new(Window::new(settings.limits)),
-            metrics: Metrics::new(),
-            live: broadcast::channel(settings.stream_buffer.max(1)).0,
-            settings,
-            batches: Semaphore::new(CONCURRENT_BATCHES),
-        })
-    }
-
-    fn window(&self) -> MutexGuard<'_, Window> {
-        // A panic while holding the lock leaves a consistent window (each step is whole).
-        self.window.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Takes a batch body: every record accepted, refused or dropped, by index.
-    pub fn ingest(&self, body: &[u8], now: u64) -> Result<IngestReply, NotABatch> {
-        let checked = ingest::check(body, self.settings.batch, now)?;
-        let m = &self.metrics;
-        m.received
-            .inc_by((checked.records.len() + checked.refused.len()) as u64);
-        for refusal in &checked.refused {
-            m.refuse(ingest::refused_field(refusal));
-        }
-        let live = self.live.receiver_count() > 0;
-        let mut published = Vec::new();
-        let mut reply = IngestReply {
-            refused: checked.refused,
-            ..IngestReply::default()
-        };
-        let mut window = self.window();
-        for (index, record) in checked.records {
-            let event = live.then(|| (key_hash(&record), record.clone()));
-            match window.insert(record, now) {
-                Outcome::Added | Outcome::Merged => {
-                    reply.accepted += 1;
-                    published.extend(event);
-                }
-                Outcome::Dropped(reason) => {
-                    m.drop_record(reason.as_str());
-                    let reason = reason.as_str().to_owned();
-                    reply.dropped.push(Dropped { index, reason });
-                }
-            }
-        }
-        m.accepted.inc_by(reply.accepted);
-        m.observe(&window);
-        drop(window);
-        for (hash, flow) in published {
-            let id = flow_id(hash);
-            // No receiver left is fine: nobody is watching.
-            let _ = self.live.send(Arc::new(FlowResult {
-                id,
-                records: 1,
-                flow,
-            }));
-        }
-        Ok(reply)
-    }
-
-    pub fn query(&self, filter: &FlowFilter, limit: usize) -> FlowList {
-        self.window().query(filter, now(), limit)
-    }
-
-    pub fn hints(&self, filter: &FlowFilter) -> Hints {
-        self.window().hints(filter, now())
-    }
-
-    pub fn stats(&self) -> Stats {
-        self.metrics.stats(&self.window())
-    }
-
-    /// Removes what passed the retention.
-    pub fn expire(&self, now: u64) {
-        let mut window = self.window();
-        if window.expire(now) > 0 {
-            self.metrics.observe(&window);
-        }
-    }
-
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<FlowResult>> {
-        self.live.subscribe()
-    }
-}
 
 /// Every route.
 pub fn router(aggregator: Arc<Aggregator>) -> Router {
@@ -188,7 +59,7 @@ async fn post_flows(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let settings = &aggregator.settings;
+    let settings = aggregator.settings();
     let refuse = |status, reason: &str, error: String| {
         aggregator.metrics.refuse_batch(reason);
         error_reply(status, error)
@@ -213,11 +84,7 @@ async fn post_flows(
     if declared.is_some_and(|length| length > limit) {
         return too_large("is over");
     }
-    let _turn = aggregator
-        .batches
-        .acquire()
-        .await
-        .expect("the semaphore is never closed");
+    let _turn = aggregator.batch_turn().await;
     let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
         return too_large("is over (or was cut off before)");
     };
@@ -231,7 +98,7 @@ async fn post_flows(
 }
 
 async fn list(State(aggregator): State<Arc<Aggregator>>, RawQuery(query): RawQuery) -> Response {
-    match list_query(query.as_deref().unwrap_or_default(), &aggregator.settings) {
+    match list_query(query.as_deref().unwrap_or_default(), aggregator.settings()) {
         Ok((filter, limit)) => json(StatusCode::OK, &aggregator.query(&filter, limit)),
         Err(error) => error_reply(StatusCode::BAD_REQUEST, error.to_string()),
     }
@@ -277,13 +144,4 @@ async fn metrics(State(aggregator): State<Arc<Aggregator>>) -> Response {
     let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
     let body = aggregator.metrics.render();
     ([(CONTENT_TYPE, content_type)], body).into_response()
-}
-
-pub(crate) fn json(status: StatusCode, body: &impl Serialize) -> Response {
-    let bytes = serde_json::to_vec(body).expect("answers always serialise");
-    (status, [(CONTENT_TYPE, "application/json")], bytes).into_response()
-}
-
-pub(crate) fn error_reply(status: StatusCode, error: String) -> Response {
-    json(status, &ErrorReply { error })
 }

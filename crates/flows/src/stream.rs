@@ -18,7 +18,8 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 
-use crate::server::{Aggregator, error_reply, now};
+use crate::aggregator::{Aggregator, now};
+use crate::reply::error_reply;
 
 /// Counts a subscriber while its stream lives.
 struct Subscriber(Gauge);

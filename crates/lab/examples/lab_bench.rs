@@ -11,7 +11,10 @@
 //!    policy, and with 1,000 policies applying to the server, in three shapes (the first passes
 //!    the connection on; 1,000 that name other ports, which cannot match it; 1,000 without
 //!    ports whose source nets do not match, which a connection must walk); and a plain veth
-//!    pair between two namespaces for scale.
+//!    pair between two namespaces for scale;
+//! 3. the cost of flow logs: the paths through no policy and through the 1,000 policies that
+//!    are walked again with `FlowLogsEnabled` (every decision logged to NFLOG, read by Felix
+//!    and sent to the lab's `calico-flows`), against the same paths with flow logs off.
 //!
 //! Run as root after building the binaries in the same profile
 //! (`$LAB_BENCH_BACKENDS=nftables` for one backend, `$LAB_BENCH_SAMPLES` for fewer latency
@@ -22,6 +25,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore};
+use calico_lab::flows::{self, FLOWS_PORT};
+use calico_lab::state::FABRIC_IP;
 use calico_lab::{Lab, sh};
 use calico_testkit::{NetNs, Tails};
 
@@ -417,6 +422,32 @@ struct Figures {
 }
 
 const REFRESH_KEY: &str = "/calico/v1/config/IptablesRefreshInterval";
+const FLOW_LOGS_KEY: &str = "/calico/v1/config/FlowLogsEnabled";
+const FLOWS_WALKED: &str = "flow logs on: 1,000 policies that are walked";
+const FLOWS_NO_POLICY: &str = "flow logs on: through our chains, no policy";
+
+/// Waits until host1's firewall logs decisions to NFLOG (the live change of `FlowLogsEnabled`
+/// reached the kernel).
+fn wait_for_flow_logs(state: &Lab, backend: Backend) {
+    let netns = &state.hosts[0].netns;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let rules = match backend {
+            Backend::Iptables => sh::in_ns(netns, "iptables-save", &["-t", "filter"]),
+            Backend::Nftables => sh::in_ns(netns, "nft", &["list", "table", "inet", "calico"]),
+        }
+        .unwrap_or_default();
+        // `-j NFLOG --nflog-group 32100 …` / `log prefix "…" group 32100`
+        if rules.contains("--nflog-group") || rules.contains("\" group ") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "host1's firewall does not log to NFLOG 120 s after FlowLogsEnabled=true"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
 
 async fn run_backend(backend: Backend, samples: usize) -> Figures {
     let mut load = vec![("lab up", load_average())];
@@ -424,7 +455,18 @@ async fn run_backend(backend: Backend, samples: usize) -> Figures {
     let mode = format!("NFTablesMode={}", backend.mode());
     lab(
         &name,
-        &["up", "--hosts", "2", "--no-flows", "--felix-config", &mode],
+        &[
+            "up",
+            "--hosts",
+            "2",
+            "--no-flows",
+            "--felix-config",
+            &mode,
+            // Where flow records go once part 3 turns flow logs on (in etcd, live); the
+            // aggregator is started then.
+            "--felix-config",
+            &format!("FlowLogsAggregator={FABRIC_IP}:{FLOWS_PORT}"),
+        ],
     );
     let _down = Down(name.clone());
     let state = Lab::load(&name).unwrap();
@@ -543,6 +585,25 @@ async fn run_backend(backend: Backend, samples: usize) -> Figures {
         eprintln!("{} (load average {})", shape.row(), load_average());
         paths.push((shape.row(), path(&name)));
     }
+
+    // 3. Flow logs on: the walked policies (still in place), then no policy.
+    load.push(("flow logs", load_average()));
+    let mut with_flows = Lab::load(&name).unwrap();
+    flows::start(&mut with_flows)
+        .await
+        .expect("calico-flows starts");
+    with_flows.save().unwrap();
+    store.put(FLOW_LOGS_KEY, "true").await.unwrap();
+    lab(&name, &["wait", "--timeout-secs", "300"]);
+    wait_for_flow_logs(&with_flows, backend);
+    eprintln!("flow logs on (load average {}) ...", load_average());
+    paths.push((FLOWS_WALKED, path(&name)));
+    store
+        .delete_prefix("/calico/v1/policy/tier/active/policy/")
+        .await
+        .unwrap();
+    lab(&name, &["wait", "--timeout-secs", "300"]);
+    paths.push((FLOWS_NO_POLICY, path(&name)));
     load.push(("end", load_average()));
     Figures {
         backend,
@@ -616,6 +677,33 @@ fn print_paths(runs: &[Figures], veth: &PathFigures) {
         for r in runs {
             let (what, p) = &r.paths[i];
             row(what, r.backend.name(), p, &r.paths[0].1);
+        }
+    }
+    println!();
+    println!(
+        "| flow logs on ÷ off (the same path, same lab) | backend | iperf3 Gbit/s | new TCP connections/s | connect → echo p99 (off ÷ on) |"
+    );
+    println!("| --- | --- | --- | --- | --- |");
+    for r in runs {
+        let find = |what: &str| r.paths.iter().find(|(w, _)| *w == what).map(|(_, p)| *p);
+        for (off, on, what) in [
+            (
+                "routed, through our chains, no policy",
+                FLOWS_NO_POLICY,
+                "no policy",
+            ),
+            (Shape::Portless.row(), FLOWS_WALKED, "1,000 policies walked"),
+        ] {
+            let (Some(off), Some(on)) = (find(off), find(on)) else {
+                continue;
+            };
+            println!(
+                "| {what} | {} | {:.2} | {:.2} | {:.2} |",
+                r.backend.name(),
+                on.gbits / off.gbits,
+                on.conns.per_second / off.conns.per_second,
+                off.conns.p99_ms / on.conns.p99_ms,
+            );
         }
     }
     println!();

@@ -10,7 +10,8 @@
 //! | --- | --- |
 //! | `ast.rs` | the values: tables, chains, rules, sets, elements, operations |
 //! | `display.rs` | those values in `nft` syntax; a batch as an `nft -f` script ([`Batch::script`]) |
-//! | `check.rs` | what a batch must satisfy before it is sent (names, explicit dependencies, values) |
+//! | `forms.rs` | the one form a value is written in (a port list's match, a comment's cut, an address's family) the encoder, the text, the checks and the fake share |
+//! | `check.rs` | what a batch must satisfy before it is sent (names, explicit dependencies, values, elements of the kind their set holds) |
 //! | `elements.rs` | set elements: the kind of set each fits, and how the kernel treats them side by side |
 //! | `wire.rs` | the netlink message format and the constants of `linux/netfilter/nf_tables.h` |
 //! | `encode.rs`, `expr.rs` | a batch as one nf_tables transaction; a rule's expressions |
@@ -37,6 +38,7 @@ mod elements;
 mod encode;
 mod expr;
 pub(crate) mod fake;
+mod forms;
 mod kernel;
 mod socket;
 mod wire;

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use calico_daemon::Daemon;
 use calico_datastore::connect_retrying;
 use calico_openstack::Args;
 use calico_openstack::notify::Listener;
@@ -12,7 +13,9 @@ use clap::Parser;
 fn main() -> ExitCode {
     let args = Args::parse();
     let log = args.log.clone();
-    calico_openstack::daemon::main_of("calico-neutron", &log, run(args))
+    Daemon::new("calico-neutron")
+        .log("--log (CALICO_NEUTRON_LOG)", &log)
+        .run(run(args))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
@@ -38,7 +41,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // A daemon: wait for etcd as long as it takes (one warning per attempt).
     let store = connect_retrying(&args.etcd.config(), "calico-neutron", None).await?;
     let syncer = Syncer::new(neutron, Box::new(store));
-    let shutdown = calico_openstack::daemon::shutdown();
+    let shutdown = calico_daemon::shutdown();
     match (listener, poll) {
         (Some(listener), _) => {
             run::notified(syncer, listener, args.resync_interval, shutdown).await

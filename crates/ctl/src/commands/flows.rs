@@ -4,7 +4,8 @@
 //!
 //! | module | owns |
 //! | --- | --- |
-//! | `flows` | the filter from the flags, the client, listing, following (Ctrl-C ends it) |
+//! | `flows` | listing, following (Ctrl-C ends it) |
+//! | `query` | the filter from the flags, the client, its errors in one line, a flow by id |
 //! | `render` | the table and its cells (short endpoint names, `tcp/5432`, the deciding step) |
 //! | `judge` | a flow record as a packet at its reporting endpoint of the live model (also `policy impact`'s) |
 //! | `explain` | `--explain`: picking the flow, explaining it, printing both trails |
@@ -13,23 +14,22 @@
 mod agree;
 mod explain;
 pub(crate) mod judge;
+mod query;
 pub(crate) mod render;
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::{anyhow, bail};
+use anyhow::bail;
 use calico_flowlog::protocol::FlowResult;
-use calico_flowlog::{FlowFilter, FlowLogError, QueryClient, StreamEvent};
+use calico_flowlog::{FlowFilter, QueryClient, StreamEvent};
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::print_report;
-use crate::cli::{
-    EtcdArgs, FlowActionArg, FlowDirectionArg, FlowFilterArgs, FlowsArgs, FlowsUrl, Output,
-};
+pub(crate) use query::{MAX_LIMIT, client, failed};
+use query::{by_id, filter};
 
-/// The most flows one query returns (the aggregator's limit).
-pub(crate) const MAX_LIMIT: u64 = 10_000;
+use super::print_report;
+use crate::cli::{EtcdArgs, FlowsArgs, FlowsUrl, Output};
 
 pub async fn run(
     etcd: &EtcdArgs,
@@ -104,82 +104,6 @@ fn limit(args: &FlowsArgs) -> Option<usize> {
         None => args.limit,
     };
     limit.map(|n| n as usize)
-}
-
-/// The flow with this id among `flows`.
-pub(crate) fn by_id(flows: Vec<FlowResult>, id: &str, total: usize) -> anyhow::Result<FlowResult> {
-    let wanted = id.to_ascii_lowercase();
-    if wanted.len() != 16 || !wanted.bytes().all(|b| b.is_ascii_hexdigit()) {
-        bail!("--id {id:?}: expected the 16 hex digits of the ID column (or \"id\" in -o json)");
-    }
-    flows.into_iter().find(|f| f.id == wanted).ok_or_else(|| {
-        anyhow!(
-            "no flow with id {wanted} among the {total} that match the filter: it may have left \
-             the aggregator's window (see `calicoctl flows` for the flows it holds)"
-        )
-    })
-}
-
-/// The flags as the aggregator's filter, each value checked by the filter itself.
-pub(crate) fn filter(args: &FlowFilterArgs) -> anyhow::Result<FlowFilter> {
-    let mut filter = FlowFilter::default();
-    let lists: [(&str, &Vec<String>); 5] = [
-        ("endpoint", &args.endpoint),
-        ("profile", &args.profile),
-        ("tier", &args.tier),
-        ("policy", &args.policy),
-        ("reporter", &args.reporter),
-    ];
-    let actions = args.action.iter().map(|a| match a {
-        FlowActionArg::Allow => "allow",
-        FlowActionArg::Deny => "deny",
-    });
-    let directions = args.direction.iter().map(|d| match d {
-        FlowDirectionArg::Ingress => "ingress",
-        FlowDirectionArg::Egress => "egress",
-    });
-    let mut pairs: Vec<(&str, String)> = Vec::new();
-    for (name, values) in lists {
-        pairs.extend(values.iter().map(|v| (name, v.clone())));
-    }
-    pairs.extend(actions.map(|a| ("action", a.to_owned())));
-    pairs.extend(directions.map(|d| ("direction", d.to_owned())));
-    for (name, value) in pairs {
-        filter
-            .set(name, &value)
-            .map_err(|e| anyhow!("--{name} {value:?}: {}", e.reason))?;
-    }
-    filter.start_gte = args.since.unwrap_or(0);
-    filter.start_lt = args.until.unwrap_or(0);
-    Ok(filter)
-}
-
-/// A client of `--flows-url`.
-pub(crate) fn client(url: &FlowsUrl) -> anyhow::Result<QueryClient> {
-    QueryClient::new(&url.flows_url).map_err(|e| match e {
-        FlowLogError::Url { url, reason } => {
-            anyhow!("--flows-url {url:?}: {reason} (or set CALICO_FLOWS_URL)")
-        }
-        other => anyhow!(other),
-    })
-}
-
-/// A failed request, in one line; an aggregator that cannot be reached says what to do.
-pub(crate) fn failed(url: &FlowsUrl, error: FlowLogError) -> anyhow::Error {
-    let url = &url.flows_url;
-    match error {
-        FlowLogError::Connect { source, .. } => anyhow!(
-            "cannot reach the flow aggregator at {url} ({source}): start calico-flows there \
-             (see docs/observability.md), or give its address with --flows-url or \
-             CALICO_FLOWS_URL"
-        ),
-        FlowLogError::Timeout { seconds, .. } => anyhow!(
-            "the flow aggregator at {url} did not answer within {seconds} s: check that \
-             calico-flows runs there, or give another address with --flows-url or \
-             CALICO_FLOWS_URL"
-        ),
-        other => anyhow!(other),
-    }
 }
 
 /// `--follow`: each record as it arrives, until Ctrl-C (or SIGTERM), which ends it with 0.

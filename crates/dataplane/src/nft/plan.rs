@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use calico_linux::nft::{Batch, Element, Op, SetSpec, TableSnapshot, rule_digest};
 
-use super::ruleset::{Delta, NftChain, Ruleset};
+use super::ruleset::{Delta, Ruleset};
+use super::table::NftChain;
 
 /// What a plan writes and finds, for the log and the metrics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

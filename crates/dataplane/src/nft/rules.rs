@@ -37,14 +37,6 @@ pub(super) struct RuleContext<'a> {
 }
 
 impl RuleContext<'_> {
-    fn in_profile(&self) -> bool {
-        self.owner.is_profile()
-    }
-
-    fn staged(&self) -> bool {
-        self.owner.is_staged()
-    }
-
     /// The flow-log statement for the rule taking `action` (none with flow logs off).
     fn flow_log(&self, action: StepAction) -> Option<Expr> {
         flow_log(
@@ -78,7 +70,7 @@ pub(super) fn family(version: IpVersion) -> IpFamily {
 
 /// The nf_tables rules for a Calico rule.
 pub(super) fn render_rule(rule: &calico_model::rule::Rule, cx: &RuleContext<'_>) -> Vec<Rule> {
-    if cx.staged() && (!cx.config.flow_logs || rule.action == Action::Log) {
+    if cx.owner.is_staged() && (!cx.config.flow_logs || rule.action == Action::Log) {
         return Vec::new();
     }
     let uses_sets = [
@@ -246,7 +238,7 @@ fn actions(rule: &calico_model::rule::Rule, cx: &RuleContext<'_>) -> Vec<Expr> {
         Action::Log => None,
     };
     let logged = step.and_then(|action| cx.flow_log(action));
-    if cx.staged() {
+    if cx.owner.is_staged() {
         // Would decide: say so, and leave the staged policy (never a mark, never a drop).
         return logged
             .into_iter()
@@ -271,7 +263,7 @@ fn actions(rule: &calico_model::rule::Rule, cx: &RuleContext<'_>) -> Vec<Expr> {
     out.extend(logged);
     match rule.action {
         Action::Allow => out.extend(set_and_return(marks.accept)),
-        Action::NextTier if cx.in_profile() => out.extend(set_and_return(marks.accept)),
+        Action::NextTier if cx.owner.is_profile() => out.extend(set_and_return(marks.accept)),
         Action::NextTier => out.extend(set_and_return(marks.pass)),
         Action::Deny => out.extend(drop_statements(cx.config.drop_action)),
         Action::Log => {}

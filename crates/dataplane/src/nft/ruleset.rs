@@ -26,8 +26,8 @@ use std::net::IpAddr;
 
 use calico_calc::{Changes, DesiredState, EndpointKey, EndpointProgram, PolicyId, Rules};
 use calico_linux::nft::{
-    BaseChain, ChainPolicy, ChainSpec, ChainType, CtStates, Dir, Element, Expr, Hook, IfName,
-    IpFamily, MapKey, Ports, Rule, SetKind, SetSpec, Verdict,
+    ChainType, CtStates, Dir, Element, Expr, Hook, IfName, IpFamily, MapKey, Ports, Rule, SetKind,
+    SetSpec, Verdict,
 };
 use ipnet::IpNet;
 
@@ -36,54 +36,10 @@ use super::rules::{
     RuleContext, RuleOwner, clear, comment_text, ct, drop_rule, jump, logged_drop_rule, marked,
     plain, render_rule, rule, unmarked,
 };
+use super::table::{NftChain, NftSet};
 use super::tiers::{self, TierList};
 use crate::flowlog::Step;
 use crate::render::config::{METADATA_SERVICE, RenderConfig};
-
-/// A chain as rendered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NftChain {
-    pub name: String,
-    pub base: Option<BaseChain>,
-    pub rules: Vec<Rule>,
-}
-
-impl NftChain {
-    pub fn new(name: &str) -> NftChain {
-        NftChain {
-            name: name.to_owned(),
-            base: None,
-            rules: Vec::new(),
-        }
-    }
-
-    fn base(name: &str, kind: ChainType, hook: Hook, priority: i32) -> NftChain {
-        NftChain {
-            name: name.to_owned(),
-            base: Some(BaseChain {
-                kind,
-                hook,
-                priority,
-                policy: ChainPolicy::Accept,
-            }),
-            rules: Vec::new(),
-        }
-    }
-
-    pub fn spec(&self) -> ChainSpec {
-        ChainSpec {
-            name: self.name.clone(),
-            base: self.base,
-        }
-    }
-}
-
-/// A set or map as rendered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NftSet {
-    pub spec: SetSpec,
-    pub elements: BTreeSet<Element>,
-}
 
 /// The whole table as rendered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -27,7 +27,7 @@ use calico_model::rule::Protocol;
 
 use super::names;
 use super::rules::{jump, plain, ports_of, return_if_decided};
-use super::ruleset::{NftChain, NftSet};
+use super::table::{NftChain, NftSet};
 use crate::render::config::RenderConfig;
 
 /// The fewest consecutive keyed policies worth a map lookup.

@@ -41,14 +41,6 @@ pub(super) struct RuleContext<'a> {
 }
 
 impl RuleContext<'_> {
-    fn in_profile(&self) -> bool {
-        self.owner.is_profile()
-    }
-
-    fn staged(&self) -> bool {
-        self.owner.is_staged()
-    }
-
     /// The step this rule is in the flow logs.
     fn step(&self) -> Step {
         self.owner.step(self.index)
@@ -79,7 +71,7 @@ pub(super) fn render_rule(rule: &Rule, cx: &RuleContext<'_>) -> Vec<String> {
     if rule.ip_version().is_some_and(|v| v != cx.version) {
         return Vec::new();
     }
-    if cx.staged() && (!cx.config.flow_logs || rule.action == Action::Log) {
+    if cx.owner.is_staged() && (!cx.config.flow_logs || rule.action == Action::Log) {
         return Vec::new();
     }
     let base = matches(rule, cx.version);
@@ -232,7 +224,7 @@ fn actions(rule: &Rule, matched: &str, cx: &RuleContext<'_>) -> Vec<String> {
     };
     let logged =
         step.and_then(|action| flow_log(cx.config, matched, &cx.step(), action, cx.inbound));
-    if cx.staged() {
+    if cx.owner.is_staged() {
         // Would decide: say so, and leave the staged policy (never a mark, never a drop).
         return logged
             .into_iter()
@@ -260,7 +252,7 @@ fn actions(rule: &Rule, matched: &str, cx: &RuleContext<'_>) -> Vec<String> {
     };
     match rule.action {
         Action::Allow => out.extend(set_and_return(marks.accept)),
-        Action::NextTier if cx.in_profile() => out.extend(set_and_return(marks.accept)),
+        Action::NextTier if cx.owner.is_profile() => out.extend(set_and_return(marks.accept)),
         Action::NextTier => out.extend(set_and_return(marks.pass)),
         Action::Deny => {
             for target in cx.config.drop_action.targets() {

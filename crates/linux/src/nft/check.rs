@@ -3,14 +3,14 @@
 //! elements of the kind their set holds. The encoder and the fake run the same checks, so both
 //! refuse the same batches with the same [`NftError::Invalid`].
 
-use std::net::IpAddr;
-
 use ipnet::IpNet;
 
-use super::elements::{self, family_name, kind_name};
-use super::wire::{COMMENT_MAX, IFNAMSIZ, LOG_PREFIX_MAX, NAME_MAX};
+use super::elements::{element_kind, family_name, fits, kind_name};
+use super::forms::{family_of, family_of_net};
+use super::wire::{IFNAMSIZ, LOG_PREFIX_MAX, NAME_MAX};
 use super::{
-    CtStates, Expr, IfName, IpFamily, MapKey, NftError, Op, Ports, Rule, SetKind, Verdict, summary,
+    CtStates, Element, Expr, IfName, IpFamily, MapKey, NftError, Op, Ports, Rule, SetKind, Verdict,
+    summary,
 };
 
 /// The protocols whose transport header starts with source and destination ports.
@@ -39,13 +39,37 @@ pub(super) fn op(index: usize, op: &Op, kinds: Kinds<'_>) -> Result<(), NftError
         Op::AddElements { set, elements } | Op::DeleteElements { set, elements } => {
             name("set", set).and_then(|()| {
                 let kind = kinds(set);
-                elements.iter().try_for_each(|e| {
-                    elements::element(e, kind).map_err(|r| format!("element {e}: {r}"))
-                })
+                elements
+                    .iter()
+                    .try_for_each(|e| element(e, kind).map_err(|r| format!("element {e}: {r}")))
             })
         }
     }
     .map_err(invalid)
+}
+
+/// Checks one element, and that it fits its set when the set's kind is known.
+fn element(e: &Element, kind: Option<SetKind>) -> Result<(), String> {
+    match e {
+        Element::Addr(_) => {}
+        Element::Net(net) => canonical_net(net)?,
+        Element::Ifname { name, verdict } => {
+            interface_name(name)?;
+            self::verdict(verdict)?;
+        }
+        Element::ProtoPorts { ports, verdict, .. } => {
+            port_range(ports)?;
+            self::verdict(verdict)?;
+        }
+    }
+    match kind {
+        Some(kind) if !fits(e, kind) => Err(format!(
+            "does not fit a set of {} (it is {})",
+            kind_name(kind),
+            element_kind(e)
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A table, chain or set name: an `nft` identifier (it must also not be an nft keyword for the
@@ -77,15 +101,6 @@ fn text(what: &str, text: &str) -> Result<(), String> {
 
 fn comment(comment: &str) -> Result<(), String> {
     text("comment", comment)
-}
-
-/// A comment as written: cut to the longest prefix `nft` accepts.
-pub(super) fn cut_comment(comment: &str) -> &str {
-    let mut end = comment.len().min(COMMENT_MAX);
-    while !comment.is_char_boundary(end) {
-        end -= 1;
-    }
-    &comment[..end]
 }
 
 fn rule(rule: &Rule, kinds: Kinds<'_>) -> Result<(), String> {
@@ -219,7 +234,7 @@ fn terminal(last: bool) -> Result<(), String> {
     }
 }
 
-pub(super) fn verdict(v: &Verdict) -> Result<(), String> {
+fn verdict(v: &Verdict) -> Result<(), String> {
     match v {
         Verdict::Jump(chain) | Verdict::Goto(chain) => name("chain", chain),
         _ => Ok(()),
@@ -243,7 +258,7 @@ fn ifname(name: &IfName) -> Result<(), String> {
 
 /// An interface name (or prefix): 1 to 15 bytes the kernel allows in a name and `nft` can
 /// quote.
-pub(super) fn interface_name(name: &str) -> Result<(), String> {
+fn interface_name(name: &str) -> Result<(), String> {
     if name.len() >= IFNAMSIZ {
         return Err(format!(
             "interface name {name:?} is longer than {} bytes",
@@ -259,7 +274,7 @@ pub(super) fn interface_name(name: &str) -> Result<(), String> {
     }
 }
 
-pub(super) fn port_range(p: &Ports) -> Result<(), String> {
+fn port_range(p: &Ports) -> Result<(), String> {
     if p.first > p.last {
         return Err(format!(
             "port range {}-{} ends before it starts",
@@ -300,7 +315,7 @@ fn mark(mask: u32, value: u32) -> Result<(), String> {
 }
 
 /// A net written as its network address (`10.65.0.0/16`, not `10.65.0.1/16`).
-pub(super) fn canonical_net(net: &IpNet) -> Result<(), String> {
+fn canonical_net(net: &IpNet) -> Result<(), String> {
     if net.trunc() != *net {
         return Err(format!(
             "{net} has host bits set: write {} (read-back gives the network)",
@@ -310,88 +325,9 @@ pub(super) fn canonical_net(net: &IpNet) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn family_of(addr: &IpAddr) -> IpFamily {
-    match addr {
-        IpAddr::V4(_) => IpFamily::V4,
-        IpAddr::V6(_) => IpFamily::V6,
-    }
-}
-
-pub(super) fn family_of_net(net: &IpNet) -> IpFamily {
-    match net {
-        IpNet::V4(_) => IpFamily::V4,
-        IpNet::V6(_) => IpFamily::V6,
-    }
-}
-
-/// How a list of ports is matched, in the canonical form both the encoder and the `nft` text
-/// use: sorted, overlapping (and, among ranges, adjacent) ranges merged, so that `nft -f`
-/// builds exactly what the encoder builds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum PortMatch {
-    /// `th dport 80`: a compare.
-    One(u16),
-    /// `th dport 1000-2000`: a range expression.
-    Range(Ports),
-    /// `th dport { 53, 67 }`: an anonymous hash set of single ports.
-    Singles(Vec<u16>),
-    /// `th dport { 53, 67-68 }`: an anonymous interval set.
-    Intervals(Vec<Ports>),
-}
-
-pub(super) fn port_match(ports: &[Ports]) -> PortMatch {
-    let mut sorted = ports.to_vec();
-    sorted.sort();
-    sorted.dedup();
-    if sorted.iter().all(|p| p.first == p.last) {
-        let singles: Vec<u16> = sorted.iter().map(|p| p.first).collect();
-        return match singles.as_slice() {
-            [one] => PortMatch::One(*one),
-            _ => PortMatch::Singles(singles),
-        };
-    }
-    let mut merged: Vec<Ports> = Vec::new();
-    for p in sorted {
-        match merged.last_mut() {
-            Some(m) if u32::from(p.first) <= u32::from(m.last) + 1 => m.last = m.last.max(p.last),
-            _ => merged.push(p),
-        }
-    }
-    match merged.as_slice() {
-        [one] if one.first == one.last => PortMatch::One(one.first),
-        [one] => PortMatch::Range(*one),
-        _ => PortMatch::Intervals(merged),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn p(first: u16, last: u16) -> Ports {
-        Ports { first, last }
-    }
-
-    #[test]
-    fn port_lists_take_the_form_nft_gives_them() {
-        assert_eq!(port_match(&[p(80, 80)]), PortMatch::One(80));
-        assert_eq!(
-            port_match(&[p(54, 54), p(53, 53), p(53, 53)]),
-            PortMatch::Singles(vec![53, 54])
-        );
-        assert_eq!(
-            port_match(&[p(53, 60), p(54, 54)]),
-            PortMatch::Range(p(53, 60))
-        );
-        assert_eq!(
-            port_match(&[p(50, 52), p(53, 53), p(70, 71)]),
-            PortMatch::Intervals(vec![p(50, 53), p(70, 71)])
-        );
-        assert_eq!(
-            port_match(&[p(0, 10), p(65535, 65535)]),
-            PortMatch::Intervals(vec![p(0, 10), p(65535, 65535)])
-        );
-    }
 
     #[test]
     fn names_are_nft_identifiers() {
@@ -401,14 +337,5 @@ mod tests {
             let e = name("chain", bad).unwrap_err();
             assert!(e.contains("not a valid name"), "{e}");
         }
-    }
-
-    #[test]
-    fn comments_are_cut_on_a_character_boundary() {
-        let long = "é".repeat(100);
-        let cut = cut_comment(&long);
-        assert!(cut.len() <= COMMENT_MAX && cut.len() == 128);
-        let odd = format!("a{}", "é".repeat(100));
-        assert_eq!(cut_comment(&odd).len(), 127);
     }
 }

@@ -9,7 +9,7 @@ use std::fmt::{self, Display, Formatter, Write};
 
 use ipnet::IpNet;
 
-use super::check::{PortMatch, cut_comment, port_match};
+use super::forms::{PortMatch, cut_comment, family_of, family_of_net, port_match};
 use super::{
     BaseChain, Batch, ChainPolicy, ChainSpec, ChainType, CtStates, Dir, Element, Expr, Hook,
     IfName, IpFamily, MapKey, Op, Rule, SetKind, SetSpec, Table, TableFamily, Verdict,
@@ -168,7 +168,7 @@ impl Display for Expr {
                 net,
                 negate,
             } => {
-                let fam = super::check::family_of_net(net);
+                let fam = family_of_net(net);
                 write!(
                     f,
                     "{} {} {}{}",
@@ -251,7 +251,7 @@ impl Display for Expr {
                 (std::net::IpAddr::V6(a), None) => write!(f, "dnat ip6 to {a}"),
             },
             Expr::Snat { addr } => {
-                let fam = super::check::family_of(addr);
+                let fam = family_of(addr);
                 write!(f, "snat {} to {addr}", family(fam))
             }
             Expr::Masquerade => f.write_str("masquerade"),

@@ -6,32 +6,8 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::check::{canonical_net, family_of, family_of_net, interface_name, port_range, verdict};
+use super::forms::{family_of, family_of_net};
 use super::{Batch, Element, IpFamily, NftError, Op, SetKind, summary};
-
-/// Checks one element, and that it fits its set when the set's kind is known.
-pub(super) fn element(e: &Element, kind: Option<SetKind>) -> Result<(), String> {
-    match e {
-        Element::Addr(_) => {}
-        Element::Net(net) => canonical_net(net)?,
-        Element::Ifname { name, verdict } => {
-            interface_name(name)?;
-            self::verdict(verdict)?;
-        }
-        Element::ProtoPorts { ports, verdict, .. } => {
-            port_range(ports)?;
-            self::verdict(verdict)?;
-        }
-    }
-    match kind {
-        Some(kind) if !fits(e, kind) => Err(format!(
-            "does not fit a set of {} (it is {})",
-            kind_name(kind),
-            element_kind(e)
-        )),
-        _ => Ok(()),
-    }
-}
 
 /// Whether `e` is an element of a set of `kind`.
 pub(super) fn fits(e: &Element, kind: SetKind) -> bool {
@@ -62,7 +38,7 @@ pub(super) fn kind_name(kind: SetKind) -> &'static str {
     }
 }
 
-fn element_kind(e: &Element) -> &'static str {
+pub(super) fn element_kind(e: &Element) -> &'static str {
     match e {
         Element::Addr(IpAddr::V4(_)) => "an IPv4 address",
         Element::Addr(IpAddr::V6(_)) => "an IPv6 address",

@@ -17,8 +17,9 @@
 
 use std::collections::BTreeMap;
 
-use super::check::{self, PortMatch, cut_comment, port_match};
+use super::check;
 use super::expr;
+use super::forms::{PortMatch, cut_comment, port_match};
 use super::wire::*;
 use super::{Batch, ChainPolicy, ChainType, Expr, Hook, IpFamily, NftError, Op, Rule};
 use super::{SetKind, SetSpec, Table, rule_digest};

@@ -15,7 +15,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::check::{PortMatch, family_of, port_match};
+use super::forms::{PortMatch, family_of, family_of_net, port_match};
 use super::wire::*;
 use super::{Dir, Expr, IfName, IpFamily, MapKey, Verdict};
 
@@ -198,7 +198,7 @@ fn addr_field(family: IpFamily, dir: Dir) -> (u32, u32) {
 /// `ip saddr <net>`: a whole-byte prefix loads only its bytes; any other prefix loads the
 /// address and masks it (as nft does, so both print the same).
 fn addr_match(w: &mut Writer, dir: Dir, net: &IpNet, negate: bool) {
-    let family = super::check::family_of_net(net);
+    let family = family_of_net(net);
     let (offset, len) = addr_field(family, dir);
     let bytes = addr_bytes(&net.network());
     let prefix = u32::from(net.prefix_len());

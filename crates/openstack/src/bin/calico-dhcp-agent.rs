@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use calico_daemon::Daemon;
 use calico_datastore::connect_retrying;
 use calico_openstack::dhcp::agent::{self, Options};
 use calico_openstack::dhcp::config::DhcpArgs;
@@ -10,7 +11,9 @@ use clap::Parser;
 fn main() -> ExitCode {
     let args = DhcpArgs::parse();
     let log = args.log.clone();
-    calico_openstack::daemon::main_of("calico-dhcp-agent", &log, run(args))
+    Daemon::new("calico-dhcp-agent")
+        .log("--log (CALICO_DHCP_LOG)", &log)
+        .run(run(args))
 }
 
 async fn run(args: DhcpArgs) -> anyhow::Result<()> {
@@ -50,13 +53,7 @@ async fn run(args: DhcpArgs) -> anyhow::Result<()> {
     );
     // A daemon: wait for etcd as long as it takes (one warning per attempt).
     let store = connect_retrying(&args.etcd.config(), "calico-dhcp-agent", None).await?;
-    agent::run(
-        &options,
-        neutron,
-        &store,
-        calico_openstack::daemon::shutdown(),
-    )
-    .await?;
+    agent::run(&options, neutron, &store, calico_daemon::shutdown()).await?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 
 use super::agree::{self, Agreement};
 use super::judge::{self, Judgement};
-use super::{MAX_LIMIT, by_id, failed, render};
+use super::query::{MAX_LIMIT, by_id, failed};
+use super::render;
 use crate::cli::{EtcdArgs, FlowsArgs, FlowsUrl, Output};
 use crate::commands::{explain as explain_command, print_report};
 use crate::connect;

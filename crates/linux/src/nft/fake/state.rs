@@ -7,6 +7,7 @@ use ipnet::IpNet;
 use nix::errno::Errno;
 
 use crate::nft::elements::{clashes, fits, same_key};
+use crate::nft::forms::cut_comment;
 use crate::nft::{
     BaseChain, ChainSnapshot, ChainSpec, ChainType, Element, Expr, Hook, Op, Rule, RuleSnapshot,
     SetKind, SetSnapshot, SetSpec, TableSnapshot, Verdict,
@@ -134,10 +135,7 @@ impl State {
                         .map(|(handle, rule)| RuleSnapshot {
                             handle: *handle,
                             digest: Some(crate::nft::rule_digest(rule)),
-                            comment: rule
-                                .comment
-                                .as_deref()
-                                .map(|c| crate::nft::check::cut_comment(c).to_owned()),
+                            comment: rule.comment.as_deref().map(|c| cut_comment(c).to_owned()),
                         })
                         .collect();
                     (
@@ -154,11 +152,7 @@ impl State {
                 .iter()
                 .map(|(name, s)| {
                     let spec = SetSpec {
-                        comment: s
-                            .spec
-                            .comment
-                            .as_deref()
-                            .map(|c| crate::nft::check::cut_comment(c).to_owned()),
+                        comment: s.spec.comment.as_deref().map(|c| cut_comment(c).to_owned()),
                         ..s.spec.clone()
                     };
                     (
