@@ -19,7 +19,7 @@
 //! Run as root after building the binaries in the same profile
 //! (`$LAB_BENCH_BACKENDS=nftables` for one backend, `$LAB_BENCH_SAMPLES` for fewer latency
 //! samples):
-//! `cargo build --release -p calico-lab -p calico-felix -p calico-node -p calico-cni --bins --examples && target/release/examples/lab_bench`
+//! `cargo build --release -p calico-lab -p calico-felix -p calico-node -p calico-cni -p calico-flows --bins --examples && target/release/examples/lab_bench`
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
