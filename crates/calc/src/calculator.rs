@@ -43,12 +43,14 @@ mod ipsets;
 mod plan;
 mod policies;
 mod profiles;
+mod refs;
 mod selectors;
 
 use endpoints::Endpoints;
 use ipsets::{IpSetIndex, Out, rule_sources};
 use policies::Policies;
 use profiles::ProfileUsers;
+use refs::{count_down, count_up};
 
 /// What the calculator reads of an endpoint just stored (copied out of the cluster so that the
 /// calculator can update its own indexes meanwhile).
@@ -794,32 +796,4 @@ impl Calculator {
 fn distinct<T: Ord>(ids: &[T]) -> Vec<&T> {
     let mut seen = BTreeSet::new();
     ids.iter().filter(|id| seen.insert(*id)).collect()
-}
-
-/// One more user of `id`.
-fn count_up<K, Q>(refs: &mut HashMap<K, usize>, id: &Q)
-where
-    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
-    Q: ToOwned<Owned = K> + std::hash::Hash + Eq + ?Sized,
-{
-    match refs.get_mut(id) {
-        Some(count) => *count += 1,
-        None => {
-            refs.insert(id.to_owned(), 1);
-        }
-    }
-}
-
-/// One user fewer of `id`; the entry goes with its last user.
-fn count_down<K, Q>(refs: &mut HashMap<K, usize>, id: &Q)
-where
-    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
-    Q: std::hash::Hash + Eq + ?Sized,
-{
-    if let Some(count) = refs.get_mut(id) {
-        *count -= 1;
-        if *count == 0 {
-            refs.remove(id);
-        }
-    }
 }

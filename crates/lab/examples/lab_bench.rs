@@ -25,7 +25,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use calico_datastore::{Datastore, EtcdConfig, EtcdDatastore};
-use calico_lab::flows::{self, FLOWS_PORT};
+use calico_lab::flows::FLOWS_PORT;
+use calico_lab::processes;
 use calico_lab::state::FABRIC_IP;
 use calico_lab::{Lab, sh};
 use calico_testkit::{NetNs, Tails};
@@ -588,10 +589,25 @@ async fn run_backend(backend: Backend, samples: usize) -> Figures {
 
     // 3. Flow logs on: the walked policies (still in place), then no policy.
     load.push(("flow logs", load_average()));
+    // The aggregator in the fabric, where Felix sends (no relay: `flows::start`'s relay is a
+    // calico-lab subcommand); its pid in the lab's state, so that `down` stops it.
     let mut with_flows = Lab::load(&name).unwrap();
-    flows::start(&mut with_flows)
-        .await
-        .expect("calico-flows starts");
+    let binary = lab_bin().with_file_name("calico-flows");
+    assert!(
+        binary.is_file(),
+        "{} is missing: build calico-flows (see the run line above)",
+        binary.display()
+    );
+    let listen = format!("{FABRIC_IP}:{FLOWS_PORT}");
+    let pid = processes::spawn(
+        Some(&Lab::fabric_netns(&name)),
+        &binary,
+        &["--listen", &listen],
+        &[],
+        &with_flows.log_path("calico-flows"),
+    )
+    .expect("calico-flows starts");
+    with_flows.pids.push(pid);
     with_flows.save().unwrap();
     store.put(FLOW_LOGS_KEY, "true").await.unwrap();
     lab(&name, &["wait", "--timeout-secs", "300"]);

@@ -1,0 +1,261 @@
+use calico_calc::Calculator;
+use calico_dataplane::flowlog::prefix;
+use calico_model::error::Validate;
+
+use super::*;
+
+const WEB: &str = "/calico/v1/host/h1/workload/k8s/ns.web/endpoint/eth0";
+const DB: &str = "/calico/v1/host/h2/workload/k8s/ns.db/endpoint/eth0";
+
+fn names() -> FlowNames {
+    let mut calc = Calculator::new("h1");
+    for (key, value) in [
+        (
+            WEB,
+            r#"{"state": "active", "name": "caliweb", "profile_ids": ["web"], "ipv4_nets": ["10.0.0.1/32"], "labels": {"app": "web"}}"#,
+        ),
+        (
+            DB,
+            r#"{"state": "active", "name": "calidb", "profile_ids": ["db"], "ipv4_nets": ["10.0.0.2/32"]}"#,
+        ),
+        (
+            "/calico/v1/policy/profile/web/rules",
+            r#"{"inbound_rules": [{"action": "allow"}]}"#,
+        ),
+        ("/calico/v1/policy/tier/t/metadata", r#"{"order": 1}"#),
+        (
+            "/calico/v1/policy/tier/t/policy/gate",
+            r#"{"selector": "all()", "inbound_rules": [{"protocol": "tcp", "dst_ports": [22], "action": "deny"}, {"action": "next-tier"}]}"#,
+        ),
+    ] {
+        calc.apply(key, Some(value));
+    }
+    FlowNames::of("h1", calc.cluster(), calc.state())
+}
+
+fn packet(step: Step, action: StepAction, src: &str, dst: &str, dport: u16) -> LoggedPacket {
+    LoggedPacket {
+        prefix: prefix(&step, action, true),
+        hook: 1,
+        mark: None,
+        in_ifindex: None,
+        out_ifindex: None,
+        header: Some(PacketHeader {
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            protocol: 6,
+            src_port: Some(40_000),
+            dst_port: Some(dport),
+            length: 60,
+        }),
+    }
+}
+
+fn gate(rule: u32) -> Step {
+    Step::Policy {
+        tier: "t".to_owned(),
+        name: "gate".to_owned(),
+        rule,
+    }
+}
+
+fn logged(step: Step, action: StepAction) -> Logged {
+    Logged {
+        step,
+        action,
+        inbound: true,
+    }
+}
+
+fn staged(tier: &str, name: &str) -> Step {
+    Step::StagedPolicy {
+        tier: tier.to_owned(),
+        name: name.to_owned(),
+        rule: 0,
+    }
+}
+
+fn web(rule: u32) -> Step {
+    Step::Profile {
+        name: "web".to_owned(),
+        rule,
+    }
+}
+
+/// What a trail prints as, step by step (rules counted from 1, as `explain` prints them).
+fn shown(hits: &[PolicyHit]) -> Vec<String> {
+    hits.iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn a_staged_deny_is_the_pending_trail_and_decides_nothing() {
+    let steps = [
+        logged(staged("t", "lockdown"), StepAction::Deny),
+        logged(gate(1), StepAction::NextTier),
+        logged(web(0), StepAction::Allow),
+    ];
+    assert_eq!(verdict_of(&steps[0]), None, "a staged step never decides");
+    let mut trail = trail_of(&steps);
+    assert_eq!(
+        shown(&trail.enforced),
+        [
+            "tier t policy gate rule 2: next-tier",
+            "profile web rule 1: allow"
+        ]
+    );
+    assert_eq!(
+        shown(&trail.pending),
+        ["tier t staged policy lockdown rule 1: deny"]
+    );
+    assert_eq!(trail.enforced_verdict(), Some(Verdict::Allow));
+    assert_eq!(trail.pending_verdict(), Some(Verdict::Deny));
+    trail.validate().expect("a trail the aggregator takes");
+}
+
+#[test]
+fn a_staged_next_tier_skips_its_tier_and_the_rest_stands() {
+    let steps = [
+        logged(staged("t", "relax"), StepAction::NextTier),
+        logged(gate(0), StepAction::Deny),
+    ];
+    let trail = trail_of(&steps);
+    assert_eq!(shown(&trail.enforced), ["tier t policy gate rule 1: deny"]);
+    assert!(
+        trail.pending.is_empty(),
+        "what later tiers would say is unknown: no pending trail, not a wrong one"
+    );
+
+    let steps = [
+        logged(staged("t", "relax"), StepAction::NextTier),
+        logged(gate(1), StepAction::NextTier),
+        logged(web(0), StepAction::Allow),
+    ];
+    let mut trail = trail_of(&steps);
+    assert_eq!(
+        shown(&trail.pending),
+        [
+            "tier t staged policy relax rule 1: next-tier",
+            "profile web rule 1: allow"
+        ]
+    );
+    trail.validate().unwrap();
+
+    let plain = trail_of(&steps[1..]);
+    assert!(plain.pending.is_empty(), "no staged step: no pending trail");
+}
+
+#[test]
+fn an_allowed_connection_has_its_trail_and_its_counters_per_interval() {
+    let names = names();
+    let mut collector = Collector::new(1_000_000_000);
+    let t = 1_000_000_001;
+    collector.logged(
+        &names,
+        &packet(gate(1), StepAction::NextTier, "10.0.0.2", "10.0.0.1", 80),
+        t,
+    );
+    let profile = Step::Profile {
+        name: "web".to_owned(),
+        rule: 0,
+    };
+    collector.logged(
+        &names,
+        &packet(profile, StepAction::Allow, "10.0.0.2", "10.0.0.1", 80),
+        t,
+    );
+    let tuple = Tuple {
+        src: "10.0.0.2".parse().unwrap(),
+        dst: "10.0.0.1".parse().unwrap(),
+        protocol: 6,
+        src_port: Some(40_000),
+        dst_port: Some(80),
+    };
+    let connection = |out, back| Connection {
+        original: tuple,
+        reply: reversed(&tuple),
+        packets_out: out,
+        bytes_out: out * 100,
+        packets_back: back,
+        bytes_back: back * 1000,
+    };
+    collector.counted(&[connection(3, 2)]);
+    let records = collector.flush(&names, 1_000_000_015);
+    assert_eq!(records.len(), 1, "{records:?}");
+    let mut r = records[0].clone();
+    r.validate().expect("a record the aggregator takes");
+    assert_eq!(r.direction, FlowDirection::Ingress);
+    assert_eq!(r.destination.key.as_deref(), Some(WEB));
+    assert_eq!(r.source.key.as_deref(), Some(DB), "the other end is named");
+    assert_eq!(r.dst_port, Some(80));
+    assert_eq!(r.action, Verdict::Allow);
+    assert_eq!(
+        r.policies.enforced,
+        [
+            PolicyHit::policy("t", "gate", 1, Action::NextTier),
+            PolicyHit::profile("web", 0, Action::Allow)
+        ]
+    );
+    assert_eq!(
+        (r.packets_in, r.bytes_in, r.packets_out, r.bytes_out),
+        (3, 300, 2, 2000)
+    );
+    assert_eq!(r.connections_started, 1);
+
+    // The next interval counts only what came since; a gone connection is forgotten.
+    collector.counted(&[connection(5, 4)]);
+    let records = collector.flush(&names, 1_000_000_030);
+    assert_eq!(
+        (records[0].packets_in, records[0].connections_started),
+        (2, 0)
+    );
+    collector.counted(&[]);
+    assert!(collector.flush(&names, 1_000_000_045).is_empty());
+}
+
+#[test]
+fn retried_denied_attempts_are_one_connection_with_every_packet() {
+    let names = names();
+    let mut collector = Collector::new(1_000_000_000);
+    for t in 0..3 {
+        let denied = packet(gate(0), StepAction::Deny, "192.0.2.9", "10.0.0.1", 22);
+        collector.logged(&names, &denied, 1_000_000_001 + t);
+    }
+    let records = collector.flush(&names, 1_000_000_015);
+    assert_eq!(records.len(), 1);
+    let mut r = records[0].clone();
+    r.validate().unwrap();
+    assert_eq!(r.action, Verdict::Deny);
+    assert_eq!(
+        r.source.net,
+        Some("192.0.2.9/32".parse().unwrap()),
+        "an address Calico does not know"
+    );
+    assert_eq!(
+        (r.connections_started, r.packets_in, r.bytes_in),
+        (1, 3, 180)
+    );
+    assert_eq!(
+        r.policies.enforced,
+        [PolicyHit::policy("t", "gate", 0, Action::Deny)]
+    );
+}
+
+#[test]
+fn what_is_not_ours_is_counted_not_reported() {
+    let names = names();
+    let mut collector = Collector::new(1_000_000_000);
+    let mut stray = packet(gate(0), StepAction::Deny, "10.0.0.2", "10.0.0.1", 22);
+    stray.prefix = "calico-drop: ".to_owned();
+    collector.logged(&names, &stray, 1_000_000_001);
+    // The local end is another host's endpoint.
+    let elsewhere = packet(gate(0), StepAction::Deny, "10.0.0.1", "10.0.0.2", 22);
+    collector.logged(&names, &elsewhere, 1_000_000_001);
+    assert_eq!(
+        (
+            collector.stats.unknown_prefix,
+            collector.stats.unknown_endpoint
+        ),
+        (1, 1)
+    );
+    assert!(collector.flush(&names, 1_000_000_015).is_empty());
+}
