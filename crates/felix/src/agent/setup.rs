@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use anyhow::Context;
 use calico_datastore::{Datastore, DatastoreError, EtcdConfig, EtcdDatastore};
+use calico_model::key::Prefix;
 use tokio::net::TcpListener;
 
 use crate::config::{Bootstrap, Config, Inputs};
@@ -33,8 +34,15 @@ pub async fn read_config_values(
     hostname: &str,
 ) -> Result<ConfigValues, DatastoreError> {
     Ok(ConfigValues {
-        global: config_values(store, "/calico/v1/config/").await?,
-        host: config_values(store, &format!("/calico/v1/host/{hostname}/config/")).await?,
+        global: config_values(store, &Prefix::GlobalConfig.to_string()).await?,
+        host: config_values(
+            store,
+            &Prefix::HostConfig {
+                hostname: hostname.to_owned(),
+            }
+            .to_string(),
+        )
+        .await?,
     })
 }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use calico_datastore::{Backoff, Datastore, Watch, WatchEvent};
+use calico_model::key::Prefix;
 use tokio::time::{Instant, sleep_until};
 
 use super::dnsmasq::Dnsmasq;
@@ -43,7 +44,11 @@ pub struct Agent {
 impl Agent {
     pub fn new(host: &str) -> Agent {
         Agent {
-            prefix: format!("/calico/v1/host/{host}/workload/{ORCHESTRATOR}/"),
+            prefix: Prefix::Workloads {
+                hostname: host.to_owned(),
+                orchestrator: ORCHESTRATOR.to_owned(),
+            }
+            .to_string(),
             endpoints: BTreeMap::new(),
             subnets: None,
             undecodable: Vec::new(),
