@@ -2,7 +2,7 @@
 # Installs a real OpenStack Neutron server and Keystone (Debian's Zed packages; Keystone served
 # by uWSGI, neutron-server with keystonemiddleware), the operator's client
 # (python3-openstackclient), MariaDB, dnsmasq and a DHCP client for the OpenStack tests
-# (`cargo test -p calico-openstack`) and `calico-lab up --openstack` on a Debian 12 machine (run
+# (`cargo test -p calico-neutron`) and `calico-lab up --openstack` on a Debian 12 machine (run
 # as root). Nothing is started and nothing is configured: the tests and the lab run their own
 # neutron-server, keystone (its own configuration, database and fernet keys) and mariadbd in
 # private directories.

@@ -55,7 +55,7 @@ if ((${#missing[@]})); then
 fi
 
 # OpenStack: a real neutron-server, Keystone (uWSGI), the openstack CLI and MariaDB for
-# crates/openstack's tests and the lab (nothing started).
+# crates/neutron's tests and the lab (nothing started).
 "$(dirname "$0")/setup-neutron.sh"
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -5,13 +5,15 @@
 //! - `rules.rs`: one Calico rule as nf_tables rules.
 //! - `tiers.rs`: a tier's policies dispatched by protocol and port, so that a new connection
 //!   visits only the policies that could match it.
-//! - `table.rs`: a chain and a set as rendered, the pieces `tiers.rs` and `ruleset.rs` build.
+//! - `table.rs`: a chain and a set as rendered, the pieces `tiers.rs` and `parts.rs` build.
+//! - `parts.rs`: what each owner (the frame, a set, an endpoint, a policy…) puts in the table.
 //! - `ruleset.rs`: the whole table, rendered incrementally by owner.
 //! - `plan.rs`: a change, or a read of the kernel, to one ordered transaction.
 //! - `driver.rs`: [`NftDataplane`], the same sync / apply / drift repair as the iptables driver.
 
 mod driver;
 pub mod names;
+mod parts;
 pub mod plan;
 mod rules;
 mod ruleset;

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use calico_calc::{DesiredState, EndpointKey};
 use calico_datastore::Datastore;
 use calico_model::Key;
+use calico_model::key::Prefix;
 use calico_model::status::{EndpointOperState, EndpointStatus};
 
 /// Each local endpoint's status: `up` when its interface is up (and, for a workload, it is
@@ -121,7 +122,10 @@ impl StatusReporter {
         store: &dyn Datastore,
         desired: &BTreeMap<EndpointKey, EndpointOperState>,
     ) -> bool {
-        let prefix = format!("/calico/felix/v1/host/{}/", self.hostname);
+        let prefix = Prefix::Status {
+            hostname: self.hostname.clone(),
+        }
+        .to_string();
         let pairs = match store.list(&prefix).await {
             Ok(pairs) => pairs,
             Err(error) => {

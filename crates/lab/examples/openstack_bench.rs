@@ -16,7 +16,7 @@
 //! Run as root after building the binaries in the same profile (`$OPENSTACK_BENCH_ROUNDS`
 //! rounds of each latency, default 60; `$OPENSTACK_BENCH_PARTS=latency` or `scale` for one
 //! part):
-//! `cargo build --release -p calico-lab -p calico-felix -p calico-node -p calico-openstack --bins --examples && target/release/examples/openstack_bench`
+//! `cargo build --release -p calico-lab -p calico-felix -p calico-node -p calico-neutron --bins --examples && target/release/examples/openstack_bench`
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -312,7 +312,7 @@ fn latency_rounds(api: &Api, setup: &Setup, rounds: usize) -> Latencies {
 fn port_round(api: &Api, setup: &Setup, round: usize) -> (f64, f64) {
     let netns = format!("{NAME}.bench-c");
     let mac = format!("fa:16:3e:be:{:02x}:{:02x}", round / 256, round % 256);
-    let address = format!("10.28.0.{}", 200 + round % 50);
+    let address = free_address(api, &setup.network);
     ip(&["netns", "add", &netns]);
     let host = Lab::load(NAME).expect("lab").hosts[0].netns.clone();
     ip(&[
@@ -361,6 +361,28 @@ fn port_round(api: &Api, setup: &Setup, round: usize) -> (f64, f64) {
     let _ = server.wait();
     ip(&["netns", "del", &netns]);
     (create, delete)
+}
+
+/// An IPv4 address of the lab's subnet that no port has (Neutron gave the other ports theirs
+/// from anywhere in its allocation pool), from the top down.
+fn free_address(api: &Api, network: &str) -> String {
+    let ports = api.call(
+        "GET",
+        &format!("/v2.0/ports?network_id={network}&fields=fixed_ips"),
+        None,
+    );
+    let used: std::collections::BTreeSet<String> = ports["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p["fixed_ips"].as_array().cloned().unwrap_or_default())
+        .filter_map(|ip| ip["ip_address"].as_str().map(str::to_owned))
+        .collect();
+    (2..=254)
+        .rev()
+        .map(|host| format!("10.28.0.{host}"))
+        .find(|a| !used.contains(a) && a != openstack::GATEWAY)
+        .expect("a free address in the lab's /24")
 }
 
 fn subnet_v4(api: &Api, network: &str) -> String {
@@ -497,9 +519,13 @@ fn latency(api: &Api, rounds: usize) {
 /// Scale: 200 groups of 10 rules, 1,000 ports; per mode: start-up, a minute of steady state,
 /// one rule added.
 fn scale(api: &Api) {
-    let state = Lab::load(NAME).expect("lab");
-    let network = state.openstack.expect("openstack").network;
     let made = Instant::now();
+    // A network of its own: 1,000 ports do not fit in the lab's /24.
+    let network = id(&api.create("network", json!({"name": "bench-scale"})));
+    api.create(
+        "subnet",
+        json!({"network_id": network, "ip_version": 4, "cidr": "10.40.0.0/20", "name": "bench-scale-v4"}),
+    );
     let groups: Vec<Value> = (0..SCALE_GROUPS)
         .map(|n| json!({"name": format!("scale-{n}")}))
         .collect();
@@ -508,8 +534,9 @@ fn scale(api: &Api) {
         .iter()
         .map(id)
         .collect();
-    let mut rules = Vec::new();
+    // One request per group: Neutron takes a bulk of rules only for one group at a time.
     for (n, group) in groups.iter().enumerate() {
+        let mut rules = Vec::new();
         for r in 0..RULES_PER_GROUP {
             let mut rule = json!({"security_group_id": group, "direction": "ingress", "ethertype": "IPv4",
                 "protocol": "tcp", "port_range_min": 1000 + r, "port_range_max": 1000 + r});
@@ -518,8 +545,8 @@ fn scale(api: &Api) {
             }
             rules.push(rule);
         }
+        api.create_many("security_group_rules", rules, RULES_PER_GROUP);
     }
-    api.create_many("security_group_rules", rules, 100);
     let ports: Vec<Value> = (0..SCALE_PORTS)
         .map(|n| {
             json!({"network_id": network, "device_owner": "compute:nova",
@@ -538,9 +565,9 @@ fn scale(api: &Api) {
         SCALE_GROUPS * RULES_PER_GROUP
     );
     println!(
-        "| mode | start-up sync | its requests | RSS after it | steady minute: requests, CPU | one rule added: to etcd, requests | RSS at the end |"
+        "| mode | start-up sync | its requests | RSS after it | steady minute: requests, CPU | one rule added as the minute ends (the next resync reading): to etcd, requests | one rule added 10 s later: to etcd, requests | RSS at the end |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for mode in ["notifications", "polling"] {
         let requests = neutron_requests();
         let started = Instant::now();
@@ -552,14 +579,38 @@ fn scale(api: &Api) {
         std::thread::sleep(Duration::from_secs(60));
         let steady = neutron_requests() - requests;
         let steady_cpu = cpu_seconds(pid) - cpu;
+        // The resync interval is 60 s: the next resync starts as the minute ends.
         let requests = neutron_requests();
         let (to_etcd, change_requests) = one_rule(api, &groups[7], requests);
+        std::thread::sleep(Duration::from_secs(10));
+        let requests = neutron_requests();
+        let (quiet_to_etcd, quiet_requests) = one_rule(api, &groups[8], requests);
         println!(
-            "| {mode} | {:.1} s | {startup_requests} | {rss:.0} MiB | {steady}, {steady_cpu:.1} s | {to_etcd:.0} ms, {change_requests} | {:.0} MiB |",
+            "| {mode} | {:.1} s | {startup_requests} | {rss:.0} MiB | {steady}, {steady_cpu:.1} s | {to_etcd:.0} ms, {change_requests} | {quiet_to_etcd:.0} ms, {quiet_requests} | {:.0} MiB |",
             startup.as_secs_f64(),
             rss_mib(pid)
         );
     }
+}
+
+/// Lifts Neutron's per-project quotas (10 security groups, 100 rules, 500 ports by default)
+/// for the admin's project, which owns everything the benchmark makes.
+fn unlimited_quotas(api: &Api) {
+    let state = Lab::load(NAME).expect("lab");
+    let network = state.openstack.expect("openstack").network;
+    let project =
+        api.call("GET", &format!("/v2.0/networks/{network}"), None)["network"]["project_id"]
+            .as_str()
+            .expect("the network's project")
+            .to_owned();
+    api.call(
+        "PUT",
+        &format!("/v2.0/quotas/{project}"),
+        Some(
+            json!({"quota": {"security_group": -1, "security_group_rule": -1, "port": -1,
+                              "network": -1, "subnet": -1}}),
+        ),
+    );
 }
 
 /// Adds a rule to `group`; the time until its profile in etcd has it, and calico-neutron's
@@ -620,6 +671,7 @@ fn main() {
             .build()
             .expect("runtime"),
     };
+    unlimited_quotas(&api);
     if parts.contains("latency") {
         latency(&api, rounds);
     }

@@ -189,7 +189,7 @@ pub fn require_installed() -> anyhow::Result<()> {
         }
     }
     for name in ["calico-neutron", "calico-dhcp-agent"] {
-        processes::sibling_binary(name, "calico-openstack")?;
+        processes::sibling_binary(name, "calico-neutron")?;
     }
     Ok(())
 }
@@ -492,7 +492,7 @@ fn start_calico_neutron_with(
     openstack: &OpenStack,
     extra: &[String],
 ) -> anyhow::Result<i32> {
-    let binary = processes::sibling_binary("calico-neutron", "calico-openstack")?;
+    let binary = processes::sibling_binary("calico-neutron", "calico-neutron")?;
     let mut args = vec![
         "--neutron-url".to_owned(),
         openstack.neutron_url.clone(),
@@ -549,7 +549,7 @@ fn auth_args(lab: &Lab) -> anyhow::Result<[String; 2]> {
 
 /// A host's DHCP agent (its dnsmasq's files in `<lab dir>/<host>/dhcp`), under `supervise`.
 fn start_agent(lab: &Lab, host: &Host, openstack: &OpenStack) -> anyhow::Result<i32> {
-    let binary = processes::sibling_binary("calico-dhcp-agent", "calico-openstack")?;
+    let binary = processes::sibling_binary("calico-dhcp-agent", "calico-neutron")?;
     let state = lab.dir.join(&host.name).join("dhcp");
     std::fs::create_dir_all(&state)
         .with_context(|| format!("cannot create {}", state.display()))?;

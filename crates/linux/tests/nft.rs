@@ -19,7 +19,10 @@ use ipnet::IpNet;
 
 #[path = "nft/cases.rs"]
 mod cases;
+#[path = "nft/random.rs"]
+mod random;
 use cases::*;
+use random::batch_strategy;
 
 fn nft_handle(ns: &NetNs, table: &Table) -> Nft {
     Nft::new(Netns::named(ns.name()), table.clone())

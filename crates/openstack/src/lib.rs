@@ -2,7 +2,9 @@
 //! its security groups profiles in etcd, kept equal to Neutron by `calico-neutron`. The Neutron
 //! side is the small ML2 mechanism driver in `openstack/networking_calico_rs` (Python), which
 //! only binds ports as TAP interfaces; all logic is here. On each compute host,
-//! `calico-dhcp-agent` serves the host's VMs by DHCP through dnsmasq (`dhcp`).
+//! `calico-dhcp-agent` serves the host's VMs by DHCP through dnsmasq (`dhcp`). Both binaries
+//! are the `calico-neutron` crate (`crates/neutron`): their `main`s over this library, which
+//! `calico-lab up --openstack` uses too.
 //!
 //! | module | owns |
 //! | --- | --- |
@@ -20,7 +22,6 @@
 //! | `syncer` | the state between steps: a resync, a polling pass, the changed objects of notifications |
 //! | `run` | the loop of each mode (notifications, polling), resyncs, failures |
 //! | `config` | the command line of `calico-neutron` |
-//! | `daemon` | what both binaries' `main` share: logging, the runtime, the exit code |
 //! | `server` | a throwaway control plane: MariaDB, Keystone under uWSGI, neutron-server with the driver: configurations, commands, Keystone's provisioning (tests, `calico-lab up --openstack`) |
 //! | `dhcp` | `calico-dhcp-agent`: this host's endpoints + Neutron's subnets → one dnsmasq (its own module map) |
 //! | `error` | [`NeutronError`], [`TranslateError`], [`SyncError`] and their log levels |
@@ -28,7 +29,6 @@
 pub mod client;
 pub mod config;
 pub mod credentials;
-pub mod daemon;
 pub mod desired;
 pub mod dhcp;
 pub mod error;

@@ -79,6 +79,14 @@ impl Model {
         self.ports.len()
     }
 
+    /// Every port and group: what a full write touches.
+    pub fn everything(&self) -> Touched {
+        Touched {
+            ports: self.ports.keys().cloned().collect(),
+            groups: self.groups.keys().cloned().collect(),
+        }
+    }
+
     /// Records a port as Neutron has it now (`None`: gone).
     pub fn set_port(&mut self, id: &str, port: Option<Port>) {
         match port {

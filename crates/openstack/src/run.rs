@@ -5,7 +5,8 @@
 //!  datagram ─► Listener ─► changes (deduplicated)   every poll interval: revisions changed?
 //!                  │ Syncer::apply: read each        └─► Syncer::pass: read all, write the
 //!                  │ object, write its keys              difference
-//!  every resync interval, at start, after a failure or a full queue: Syncer::full (both modes)
+//!  every resync interval, at start, after a failure or a full queue: Syncer::full (both modes;
+//!  with notifications, those that arrive while it reads are applied meanwhile)
 //! ```
 //!
 //! Failures (Neutron or etcd away): nothing more is written, a warning, and a resync after the
@@ -97,7 +98,11 @@ pub async fn notified(
         }
         let now = Instant::now();
         if now >= next_resync || (syncer.needs_resync() && backoff.failures() == 0) {
-            let result = syncer.full().await;
+            let result = if syncer.needs_resync() {
+                syncer.full().await
+            } else {
+                resync_alongside(&mut syncer, &mut listener, &mut pending).await
+            };
             match result {
                 Ok(outcome) => {
                     recovered(&mut backoff);
@@ -155,6 +160,51 @@ pub async fn notified(
             () = sleep_until(next_resync) => {}
         }
     }
+}
+
+/// A periodic resync that does not hold notifications up: reading all of Neutron takes
+/// seconds in a large cloud, so the changes notified meanwhile are applied as they come (the
+/// read paused while each is written), and read once more into the snapshot before it is
+/// written, so the resync never writes an object older than what a notification wrote. A
+/// failure keeps the changes not yet applied in `pending`.
+async fn resync_alongside(
+    syncer: &mut Syncer,
+    listener: &mut Listener,
+    pending: &mut BTreeSet<Change>,
+) -> Result<crate::syncer::Outcome, crate::SyncError> {
+    let reader = syncer.neutron().clone();
+    let before = reader.requests();
+    let read = reader.snapshot();
+    tokio::pin!(read);
+    let mut applied = BTreeSet::new();
+    let snapshot = loop {
+        while let Some(change) = listener.try_recv() {
+            pending.insert(change);
+        }
+        if !pending.is_empty() {
+            let changes = std::mem::take(pending);
+            if let Err(error) = syncer.apply(&changes).await {
+                pending.extend(changes);
+                return Err(error);
+            }
+            applied.extend(changes);
+            continue;
+        }
+        tokio::select! {
+            snapshot = &mut read => break snapshot?,
+            change = listener.recv() => {
+                if let Some(change) = change {
+                    pending.insert(change);
+                }
+            }
+        }
+    };
+    let outcome = syncer.full_from(snapshot, &applied, before).await;
+    if outcome.is_err() {
+        // Read again after the next resync, which the failure brings.
+        pending.extend(applied);
+    }
+    outcome
 }
 
 fn recovered(backoff: &mut Backoff) {

@@ -82,11 +82,23 @@ impl Syncer {
     pub async fn full(&mut self) -> Result<Outcome, SyncError> {
         let before = self.neutron.requests();
         let snapshot = self.neutron.snapshot().await?;
-        let plan = self.write_all(snapshot, true).await?;
-        let requests = self.neutron.requests() - before;
+        self.full_from(snapshot, &BTreeSet::new(), before).await
+    }
+
+    /// The rest of a resync whose read of Neutron (`snapshot`, read with a clone of
+    /// [`Syncer::neutron`]) ran while `changed` were applied: those objects are read again
+    /// first, so that what is written is never older than what they wrote. `requests_before`:
+    /// the request count when the read began.
+    pub async fn full_from(
+        &mut self,
+        snapshot: Snapshot,
+        changed: &BTreeSet<Change>,
+        requests_before: u64,
+    ) -> Result<Outcome, SyncError> {
+        let plan = self.write_all(snapshot, changed, true).await?;
         Ok(Outcome {
             plan,
-            requests,
+            requests: self.neutron.requests() - requests_before,
             ports: self.model.ports(),
         })
     }
@@ -100,7 +112,7 @@ impl Syncer {
             return Ok(None);
         }
         let snapshot = self.neutron.snapshot().await?;
-        let plan = self.write_all(snapshot, resync).await?;
+        let plan = self.write_all(snapshot, &BTreeSet::new(), resync).await?;
         self.revisions = Some(revisions);
         Ok(Some(plan))
     }
@@ -111,7 +123,7 @@ impl Syncer {
             return self.full().await;
         }
         let before = self.neutron.requests();
-        let touched = self.read_changes(changes).await?;
+        let touched = read_changes(&self.neutron, &mut self.model, changes).await?;
         let Some(written) = self.written.as_mut() else {
             return self.full().await;
         };
@@ -134,50 +146,18 @@ impl Syncer {
         })
     }
 
-    /// Reads each changed object into the model; the objects whose keys that touches.
-    async fn read_changes(&mut self, changes: &BTreeSet<Change>) -> Result<Touched, SyncError> {
-        let mut touched = Touched::default();
-        for change in changes {
-            match change {
-                Change::Port(id) => {
-                    let port = self.neutron.port(id).await?;
-                    if let Some(port) = &port {
-                        for subnet in self.model.unknown_subnets(port) {
-                            let read = self.neutron.subnet(&subnet).await?;
-                            self.model.set_subnet(&subnet, read);
-                        }
-                    }
-                    self.model.set_port(id, port);
-                    touched.ports.insert(id.clone());
-                }
-                Change::Subnet(id) => {
-                    let subnet = self.neutron.subnet(id).await?;
-                    self.model.set_subnet(id, subnet);
-                    touched.ports.extend(self.model.ports_in_subnet(id));
-                }
-                Change::SecurityGroup(id) => {
-                    let group = self.neutron.security_group(id).await?;
-                    self.model.set_group(id, group);
-                    touched.groups.insert(id.clone());
-                }
-            }
-        }
-        Ok(touched)
-    }
-
-    /// Translates a full read and writes it: against etcd on a resync, else against what was
-    /// written before.
-    async fn write_all(&mut self, snapshot: Snapshot, resync: bool) -> Result<Plan, SyncError> {
+    /// Translates a full read, with the objects of `changed` read again into it, and writes
+    /// it: against etcd on a resync, else against what was written before.
+    async fn write_all(
+        &mut self,
+        snapshot: Snapshot,
+        changed: &BTreeSet<Change>,
+        resync: bool,
+    ) -> Result<Plan, SyncError> {
         let left_out = snapshot.left_out.clone();
-        let all = Touched {
-            ports: snapshot.ports.iter().map(|p| p.id.clone()).collect(),
-            groups: snapshot
-                .security_groups
-                .iter()
-                .map(|g| g.id.clone())
-                .collect(),
-        };
-        let model = Model::from_snapshot(snapshot);
+        let mut model = Model::from_snapshot(snapshot);
+        read_changes(&self.neutron, &mut model, changed).await?;
+        let all = model.everything();
         let mut open_ports = BTreeSet::new();
         let mut desired = model.desired(&all, &mut open_ports);
         desired.left_out.splice(0..0, left_out);
@@ -213,6 +193,41 @@ impl Syncer {
         }
         self.reported = now;
     }
+}
+
+/// Reads each changed object into `model`; the objects whose keys that touches.
+async fn read_changes(
+    neutron: &Client,
+    model: &mut Model,
+    changes: &BTreeSet<Change>,
+) -> Result<Touched, SyncError> {
+    let mut touched = Touched::default();
+    for change in changes {
+        match change {
+            Change::Port(id) => {
+                let port = neutron.port(id).await?;
+                if let Some(port) = &port {
+                    for subnet in model.unknown_subnets(port) {
+                        let read = neutron.subnet(&subnet).await?;
+                        model.set_subnet(&subnet, read);
+                    }
+                }
+                model.set_port(id, port);
+                touched.ports.insert(id.clone());
+            }
+            Change::Subnet(id) => {
+                let subnet = neutron.subnet(id).await?;
+                model.set_subnet(id, subnet);
+                touched.ports.extend(model.ports_in_subnet(id));
+            }
+            Change::SecurityGroup(id) => {
+                let group = neutron.security_group(id).await?;
+                model.set_group(id, group);
+                touched.groups.insert(id.clone());
+            }
+        }
+    }
+    Ok(touched)
 }
 
 fn log(plan: &Plan, resync: bool) {

@@ -19,7 +19,7 @@ pub fn openstack_lab(extra: &[&str]) -> TestLab {
         let path = PathBuf::from(BIN).with_file_name(binary);
         assert!(
             path.is_file(),
-            "{} is missing: build it first (cargo build -p calico-openstack)",
+            "{} is missing: build it first (cargo build -p calico-neutron)",
             path.display()
         );
     }

@@ -18,7 +18,7 @@ fn main() -> ExitCode {
 
 async fn run(args: DhcpArgs) -> anyhow::Result<()> {
     // Keystone first: a refused setting ends the program before etcd is touched.
-    let neutron = calico_openstack::daemon::neutron_client(&args.neutron_url, &args.auth).await?;
+    let neutron = calico_neutron::neutron_client(&args.neutron_url, &args.auth).await?;
     let (host, host_source) = match &args.host {
         Some(host) => (host.clone(), "--host"),
         None => (calico_linux::hostname(), "the kernel's hostname"),

@@ -21,7 +21,7 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> anyhow::Result<()> {
     let poll = args.poll().map_err(anyhow::Error::msg)?;
     // Keystone first: a refused setting ends the program before etcd is touched.
-    let neutron = calico_openstack::daemon::neutron_client(&args.neutron_url, &args.auth).await?;
+    let neutron = calico_neutron::neutron_client(&args.neutron_url, &args.auth).await?;
     tracing::info!(
         neutron = args.neutron_url,
         etcd = args.etcd.etcd_endpoints,

@@ -1,15 +1,19 @@
-//! What `calico-neutron` and `calico-dhcp-agent` share before their work starts: Neutron's
-//! client, authenticated. (Logging, the runtime, the exit code and the signals that stop them
-//! are `calico-daemon`'s, as for every daemon of the project.)
+//! The OpenStack binaries: `calico-neutron` (`src/main.rs`), which keeps etcd's endpoints and
+//! profiles equal to Neutron, and `calico-dhcp-agent` (`src/bin/calico-dhcp-agent.rs`), one per
+//! compute host. Their work is `calico-openstack`'s (a library the lab uses too); this crate is
+//! their `main`s and what both share before their work starts: Neutron's client,
+//! authenticated. (Logging, the runtime, the exit code and the signals that stop them are
+//! `calico-daemon`'s, as for every daemon of the project.)
+
+use calico_openstack::config::AuthArgs;
+use calico_openstack::credentials::Resolved;
+use calico_openstack::{NeutronError, client::Client};
 
 /// Neutron's client as `auth` says, authenticated (Keystone) before anything else happens:
 /// each setting is logged with its source (the password only as set), what is given but not
 /// used is warned about by name, a refused setting ends the program with one line naming it,
 /// and while Keystone cannot be reached it is asked again with backoff, one warning each time.
-pub async fn neutron_client(
-    url: &str,
-    auth: &crate::config::AuthArgs,
-) -> anyhow::Result<crate::client::Client> {
+pub async fn neutron_client(url: &str, auth: &AuthArgs) -> anyhow::Result<Client> {
     use anyhow::Context;
 
     let resolved = auth.resolve()?;
@@ -17,14 +21,14 @@ pub async fn neutron_client(
         tracing::warn!("{unused}");
     }
     log_settings(&resolved);
-    let client = crate::client::Client::from_settings(url, &resolved)
+    let client = Client::from_settings(url, &resolved)
         .map_err(anyhow::Error::msg)
         .context("--neutron-url")?;
     let mut backoff = calico_datastore::Backoff::default();
     loop {
         match client.authenticate().await {
             Ok(()) => return Ok(client),
-            Err(crate::NeutronError::Auth(e)) if e.is_transient() => {
+            Err(NeutronError::Auth(e)) if e.is_transient() => {
                 let delay = backoff.next_delay();
                 tracing::warn!("{e}; nothing done yet, retrying in {delay:?}");
                 tokio::time::sleep(delay).await;
@@ -34,9 +38,14 @@ pub async fn neutron_client(
     }
 }
 
-fn log_settings(resolved: &crate::credentials::Resolved) {
+fn log_settings(resolved: &Resolved) {
     let ca_file = resolved.ca_file.as_ref().map_or_else(
-        || format!("the system's bundle {}", crate::http::SYSTEM_CA_BUNDLE),
+        || {
+            format!(
+                "the system's bundle {}",
+                calico_openstack::http::SYSTEM_CA_BUNDLE
+            )
+        },
         |s| format!("{} ({})", s.value.display(), s.source),
     );
     let Some(c) = &resolved.credentials else {

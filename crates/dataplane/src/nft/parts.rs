@@ -1,0 +1,801 @@
+//! What each owner of the table puts in it ([`Part`]), rendered from the desired state by
+//! [`Renderer`], pure: the fixed frame (base chains, dispatch maps, host services), the pool
+//! sets, one IP set, the NAT chains, an endpoint's chains (anti-spoofing, tiers, profiles; a
+//! host endpoint's preamble and untracked chains), and a policy's or profile's rule chains.
+//! `ruleset.rs` decides which owners a change touches and keeps their parts.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use calico_calc::{DesiredState, EndpointKey, EndpointProgram, Rules};
+use calico_linux::nft::{
+    ChainType, CtStates, Dir, Element, Expr, Hook, IfName, IpFamily, MapKey, Ports, Rule, SetKind,
+    SetSpec, Verdict,
+};
+use ipnet::IpNet;
+
+use super::names::{self, DispatchMap, staged_chain};
+use super::rules::{
+    RuleContext, RuleOwner, clear, comment_text, ct, drop_rule, jump, logged_drop_rule, marked,
+    plain, render_rule, rule, unmarked,
+};
+use super::table::{NftChain, NftSet};
+use super::tiers::TierList;
+use crate::flowlog::Step;
+use crate::render::config::{METADATA_SERVICE, RenderConfig};
+
+/// What one owner put in the table.
+#[derive(Debug, Default)]
+pub(super) struct Part {
+    pub(super) chains: Vec<NftChain>,
+    pub(super) sets: Vec<NftSet>,
+    /// Elements of maps owned by someone else (the frame's dispatch maps).
+    pub(super) elements: Vec<(String, Element)>,
+}
+
+/// Renders the pieces; pure.
+pub(super) struct Renderer<'a> {
+    pub(super) config: &'a RenderConfig,
+}
+
+impl Renderer<'_> {
+    fn prefixes(&self) -> Vec<IfName> {
+        self.config
+            .interface_prefixes
+            .iter()
+            .map(|p| IfName::Prefix(p.to_owned()))
+            .collect()
+    }
+
+    fn iif(name: &IfName) -> Expr {
+        Expr::Iifname {
+            name: name.clone(),
+            negate: false,
+        }
+    }
+
+    fn oif(name: &IfName) -> Expr {
+        Expr::Oifname {
+            name: name.clone(),
+            negate: false,
+        }
+    }
+
+    fn clear_both(&self) -> Rule {
+        plain(vec![clear(self.config.marks.both())])
+    }
+
+    fn accept_if_accepted(&self) -> Rule {
+        plain(vec![
+            marked(self.config.marks.accept),
+            Expr::Verdict(Verdict::Accept),
+        ])
+    }
+
+    /// The base chains, the dispatch chains and the (empty) dispatch maps.
+    pub(super) fn frame(&self) -> Part {
+        let prefixes = self.prefixes();
+        let marks = self.config.marks;
+        let established = ct(CtStates::ESTABLISHED.union(CtStates::RELATED));
+        let invalid = ct(CtStates::INVALID);
+        let accept = Expr::Verdict(Verdict::Accept);
+        let drop = Expr::Verdict(Verdict::Drop);
+
+        let mut forward = NftChain::base(names::FORWARD, ChainType::Filter, Hook::Forward, 0);
+        for by_input in [true, false] {
+            for p in &prefixes {
+                let iface = if by_input { Self::iif(p) } else { Self::oif(p) };
+                forward
+                    .rules
+                    .push(plain(vec![iface.clone(), invalid.clone(), drop.clone()]));
+                forward
+                    .rules
+                    .push(plain(vec![iface, established.clone(), accept.clone()]));
+            }
+        }
+        forward.rules.push(self.clear_both());
+        for p in &prefixes {
+            forward
+                .rules
+                .push(plain(vec![Self::iif(p), jump(names::FROM_WL_DISPATCH)]));
+        }
+        for p in &prefixes {
+            forward
+                .rules
+                .push(plain(vec![Self::oif(p), jump(names::TO_WL_DISPATCH)]));
+        }
+        forward.rules.push(self.accept_if_accepted());
+
+        let untracked_allowed = rule(
+            vec![marked(marks.untracked), accept.clone()],
+            "untracked policy allowed",
+        );
+        let mut input = NftChain::base(names::INPUT, ChainType::Filter, Hook::Input, 0);
+        input.rules.push(untracked_allowed.clone());
+        for p in &prefixes {
+            input
+                .rules
+                .push(plain(vec![Self::iif(p), invalid.clone(), drop.clone()]));
+        }
+        for p in &prefixes {
+            input.rules.push(plain(vec![
+                Self::iif(p),
+                established.clone(),
+                accept.clone(),
+            ]));
+        }
+        for service in self.host_services() {
+            for p in &prefixes {
+                let mut exprs = vec![Self::iif(p)];
+                exprs.extend(service.clone());
+                exprs.push(accept.clone());
+                input.rules.push(plain(exprs));
+            }
+        }
+        input.rules.push(self.clear_both());
+        for p in &prefixes {
+            input
+                .rules
+                .push(plain(vec![Self::iif(p), jump(names::FROM_WL_DISPATCH)]));
+        }
+        let to_host = match self.config.endpoint_to_host {
+            crate::EndpointToHostAction::Drop => Verdict::Drop,
+            crate::EndpointToHostAction::Return => Verdict::Return,
+            crate::EndpointToHostAction::Accept => Verdict::Accept,
+        };
+        for p in &prefixes {
+            input.rules.push(rule(
+                vec![Self::iif(p), Expr::Verdict(to_host.clone())],
+                "DefaultEndpointToHostAction",
+            ));
+        }
+        input.rules.push(plain(vec![Expr::Vmap {
+            key: MapKey::Iifname,
+            map: DispatchMap::ToHost.name().to_owned(),
+        }]));
+        input.rules.push(self.accept_if_accepted());
+
+        // The host may always talk to its own workloads (health checks, neighbour discovery):
+        // output carries host endpoints' outbound policy only, as in Calico 1.x.
+        let mut output = NftChain::base(names::OUTPUT, ChainType::Filter, Hook::Output, 0);
+        output.rules.push(untracked_allowed);
+        for p in &prefixes {
+            output
+                .rules
+                .push(plain(vec![Self::oif(p), Expr::Verdict(Verdict::Return)]));
+        }
+        output.rules.push(self.clear_both());
+        output.rules.push(plain(vec![Expr::Vmap {
+            key: MapKey::Oifname,
+            map: DispatchMap::FromHost.name().to_owned(),
+        }]));
+        output.rules.push(self.accept_if_accepted());
+
+        let mut dispatch = Vec::new();
+        for (name, map, key) in [
+            (
+                names::FROM_WL_DISPATCH,
+                DispatchMap::FromWorkload,
+                MapKey::Iifname,
+            ),
+            (
+                names::TO_WL_DISPATCH,
+                DispatchMap::ToWorkload,
+                MapKey::Oifname,
+            ),
+        ] {
+            let mut chain = NftChain::new(name);
+            chain.rules.push(plain(vec![Expr::Vmap {
+                key,
+                map: map.name().to_owned(),
+            }]));
+            chain
+                .rules
+                .push(drop_rule(self.config, vec![], "unknown workload interface"));
+            dispatch.push(chain);
+        }
+
+        let clear_all = plain(vec![clear(marks.both() | marks.untracked)]);
+        let mut raw_pre = NftChain::base(
+            names::RAW_PREROUTING,
+            ChainType::Filter,
+            Hook::Prerouting,
+            -300,
+        );
+        raw_pre.rules.push(clear_all.clone());
+        raw_pre.rules.push(plain(vec![
+            Expr::DaddrIsLocal,
+            Expr::Vmap {
+                key: MapKey::Iifname,
+                map: DispatchMap::UntrackedToHost.name().to_owned(),
+            },
+        ]));
+        let mut raw_out = NftChain::base(names::RAW_OUTPUT, ChainType::Filter, Hook::Output, -300);
+        raw_out.rules.push(clear_all);
+        raw_out.rules.push(plain(vec![Expr::Vmap {
+            key: MapKey::Oifname,
+            map: DispatchMap::UntrackedFromHost.name().to_owned(),
+        }]));
+
+        let mut nat_pre = NftChain::base(
+            names::NAT_PREROUTING,
+            ChainType::Nat,
+            Hook::Prerouting,
+            -100,
+        );
+        if let Some(to) = self.config.metadata {
+            for p in &prefixes {
+                nat_pre.rules.push(rule(
+                    vec![
+                        Self::iif(p),
+                        Expr::NfProto(IpFamily::V4),
+                        Expr::Addr {
+                            dir: Dir::Dst,
+                            net: IpNet::from(IpAddr::V4(*METADATA_SERVICE.ip())),
+                            negate: false,
+                        },
+                        Expr::L4Proto {
+                            proto: 6,
+                            negate: false,
+                        },
+                        port(Dir::Dst, METADATA_SERVICE.port()),
+                        Expr::Dnat {
+                            addr: IpAddr::V4(*to.ip()),
+                            port: Some(to.port()),
+                        },
+                    ],
+                    "metadata",
+                ));
+            }
+        }
+        nat_pre.rules.push(plain(vec![jump(names::FIP_DNAT)]));
+        let mut nat_out = NftChain::base(names::NAT_OUTPUT, ChainType::Nat, Hook::Output, -100);
+        nat_out.rules.push(plain(vec![jump(names::FIP_DNAT)]));
+        let mut nat_post = NftChain::base(
+            names::NAT_POSTROUTING,
+            ChainType::Nat,
+            Hook::Postrouting,
+            100,
+        );
+        nat_post.rules.push(plain(vec![jump(names::FIP_SNAT)]));
+        for family in [IpFamily::V4, IpFamily::V6] {
+            nat_post.rules.push(rule(
+                vec![
+                    Expr::NfProto(family),
+                    Expr::AddrInSet {
+                        dir: Dir::Src,
+                        family,
+                        set: names::masquerade_pools(family),
+                        negate: false,
+                    },
+                    Expr::AddrInSet {
+                        dir: Dir::Dst,
+                        family,
+                        set: names::all_pools(family),
+                        negate: true,
+                    },
+                    Expr::Masquerade,
+                ],
+                "masquerade pools",
+            ));
+        }
+
+        let mut chains = vec![
+            input, forward, output, raw_pre, raw_out, nat_pre, nat_out, nat_post,
+        ];
+        chains.extend(dispatch);
+        let sets = DispatchMap::ALL
+            .into_iter()
+            .map(|map| NftSet {
+                spec: SetSpec {
+                    name: map.name().to_owned(),
+                    kind: SetKind::IfnameVmap,
+                    comment: Some(format!("interface -> {}-<iface>", map.name())),
+                },
+                elements: BTreeSet::new(),
+            })
+            .collect();
+        Part {
+            chains,
+            sets,
+            elements: Vec::new(),
+        }
+    }
+
+    /// The bootstrap whitelist (000 §2.5.2): what a workload needs from its host whatever its
+    /// policy says, as the iptables rendering has it (`render::filter::host_services`).
+    fn host_services(&self) -> Vec<Vec<Expr>> {
+        let udp = Expr::L4Proto {
+            proto: 17,
+            negate: false,
+        };
+        let tcp = Expr::L4Proto {
+            proto: 6,
+            negate: false,
+        };
+        let mut services = vec![
+            vec![
+                Expr::NfProto(IpFamily::V4),
+                udp.clone(),
+                port(Dir::Src, 68),
+                port(Dir::Dst, 67),
+            ],
+            vec![
+                Expr::NfProto(IpFamily::V6),
+                udp.clone(),
+                port(Dir::Src, 546),
+                port(Dir::Dst, 547),
+            ],
+            vec![udp, port(Dir::Dst, 53)],
+            vec![tcp.clone(), port(Dir::Dst, 53)],
+        ];
+        if let Some(metadata) = self.config.metadata {
+            services.push(vec![
+                Expr::NfProto(IpFamily::V4),
+                Expr::Addr {
+                    dir: Dir::Dst,
+                    net: IpNet::from(IpAddr::V4(*metadata.ip())),
+                    negate: false,
+                },
+                tcp,
+                port(Dir::Dst, metadata.port()),
+            ]);
+        }
+        for icmp_type in [130, 131, 132, 133, 135, 136] {
+            services.push(vec![
+                Expr::NfProto(IpFamily::V6),
+                Expr::L4Proto {
+                    proto: 58,
+                    negate: false,
+                },
+                Expr::Icmp {
+                    family: IpFamily::V6,
+                    icmp_type,
+                    code: None,
+                    negate: false,
+                },
+            ]);
+        }
+        services
+    }
+
+    pub(super) fn pools(&self, state: &DesiredState) -> Part {
+        let mut sets = Vec::new();
+        for family in [IpFamily::V4, IpFamily::V6] {
+            for (name, cidrs, what) in [
+                (names::all_pools(family), &state.pools, "every IP pool"),
+                (
+                    names::masquerade_pools(family),
+                    &state.masquerade_pools,
+                    "the IP pools with masquerade",
+                ),
+            ] {
+                sets.push(NftSet {
+                    spec: SetSpec {
+                        name,
+                        kind: SetKind::Nets(family),
+                        comment: Some(what.to_owned()),
+                    },
+                    elements: disjoint(cidrs.iter().filter(|c| net_family(c) == family))
+                        .map(Element::Net)
+                        .collect(),
+                });
+            }
+        }
+        Part {
+            sets,
+            ..Part::default()
+        }
+    }
+
+    pub(super) fn ipset(&self, state: &DesiredState, id: &str) -> Part {
+        let Some(set) = state.ipsets.get(id) else {
+            return Part::default();
+        };
+        let what = match &set.source {
+            calico_calc::IpSetSource::Selector(s) => format!("selector {}", s.canonical()),
+            calico_calc::IpSetSource::Tag(t) => format!("tag {t}"),
+        };
+        let sets = [IpFamily::V4, IpFamily::V6]
+            .into_iter()
+            .map(|family| NftSet {
+                spec: SetSpec {
+                    name: names::ipset(family, id),
+                    kind: SetKind::Addrs(family),
+                    comment: Some(comment_text(&what)),
+                },
+                elements: set
+                    .members
+                    .iter()
+                    .filter(|a| addr_family(a) == family)
+                    .map(|a| Element::Addr(*a))
+                    .collect(),
+            })
+            .collect();
+        Part {
+            sets,
+            ..Part::default()
+        }
+    }
+
+    /// The 1:1 NAT chains: `ext_ip` DNATed to `int_ip`; a workload's connection to its own
+    /// `ext_ip` (hairpin) SNATed to come from it. An `ext_ip` mapped twice goes to the first.
+    pub(super) fn nat(&self, state: &DesiredState) -> Part {
+        let mut dnat = NftChain::new(names::FIP_DNAT);
+        let mut snat = NftChain::new(names::FIP_SNAT);
+        let mut mapped = BTreeSet::new();
+        let mappings = state
+            .endpoints
+            .iter()
+            .filter(|(key, program)| matches!(key, EndpointKey::Workload(_)) && program.active)
+            .flat_map(|(_, program)| program.nat.iter().copied());
+        for (int, ext) in mappings {
+            let family = addr_family(&int);
+            if addr_family(&ext) != family || !mapped.insert(ext) {
+                continue;
+            }
+            let host = |a: IpAddr, dir| Expr::Addr {
+                dir,
+                net: IpNet::from(a),
+                negate: false,
+            };
+            dnat.rules.push(plain(vec![
+                Expr::NfProto(family),
+                host(ext, Dir::Dst),
+                Expr::Dnat {
+                    addr: int,
+                    port: None,
+                },
+            ]));
+            snat.rules.push(plain(vec![
+                Expr::NfProto(family),
+                host(int, Dir::Src),
+                host(int, Dir::Dst),
+                Expr::Snat { addr: ext },
+            ]));
+        }
+        Part {
+            chains: vec![dnat, snat],
+            ..Part::default()
+        }
+    }
+
+    /// An endpoint's chains and its elements in the dispatch maps.
+    pub(super) fn endpoint(
+        &self,
+        key: &EndpointKey,
+        iface: &str,
+        program: &EndpointProgram,
+        missing: Option<&str>,
+    ) -> Part {
+        let mut part = Part::default();
+        let host = matches!(key, EndpointKey::Host(_));
+        let (to, from) = if host {
+            (DispatchMap::ToHost, DispatchMap::FromHost)
+        } else {
+            (DispatchMap::ToWorkload, DispatchMap::FromWorkload)
+        };
+        let mut chain_in = NftChain::new(&to.chain(iface));
+        let mut chain_out = NftChain::new(&from.chain(iface));
+        if host {
+            self.host_preamble(&mut chain_in, &self.config.failsafe_inbound);
+            self.host_preamble(&mut chain_out, &self.config.failsafe_outbound);
+        } else if let Some(spoof) = self.anti_spoofing(iface, &program.addresses, &mut chain_out) {
+            part.chains.push(spoof);
+        }
+        self.policy_body(&mut chain_in, program, true, missing);
+        self.policy_body(&mut chain_out, program, false, missing);
+        // Workload dispatch chains drop unknown interfaces, so their elements go to the
+        // endpoint's chain for good (goto); host endpoints come back to the base chain.
+        let verdict = |chain: &NftChain| {
+            if host {
+                Verdict::Jump(chain.name.clone())
+            } else {
+                Verdict::Goto(chain.name.clone())
+            }
+        };
+        part.elements.push((
+            to.name().to_owned(),
+            Element::Ifname {
+                name: iface.to_owned(),
+                verdict: verdict(&chain_in),
+            },
+        ));
+        part.elements.push((
+            from.name().to_owned(),
+            Element::Ifname {
+                name: iface.to_owned(),
+                verdict: verdict(&chain_out),
+            },
+        ));
+        part.chains.push(chain_in);
+        part.chains.push(chain_out);
+        if host && program.active && !program.untracked_tiers.is_empty() {
+            for (map, inbound) in [
+                (DispatchMap::UntrackedToHost, true),
+                (DispatchMap::UntrackedFromHost, false),
+            ] {
+                let chain = self.untracked_chain(&map.chain(iface), program, inbound);
+                part.elements.push((
+                    map.name().to_owned(),
+                    Element::Ifname {
+                        name: iface.to_owned(),
+                        verdict: Verdict::Jump(chain.name.clone()),
+                    },
+                ));
+                part.chains.push(chain);
+            }
+        }
+        part
+    }
+
+    /// Host endpoints: conntrack first, then the failsafe ports.
+    fn host_preamble(&self, chain: &mut NftChain, ports: &[u16]) {
+        chain.rules.push(plain(vec![
+            ct(CtStates::INVALID),
+            Expr::Verdict(Verdict::Drop),
+        ]));
+        chain.rules.push(plain(vec![
+            ct(CtStates::ESTABLISHED.union(CtStates::RELATED)),
+            Expr::Verdict(Verdict::Accept),
+        ]));
+        if !ports.is_empty() {
+            chain.rules.push(rule(
+                vec![
+                    Expr::L4Proto {
+                        proto: 6,
+                        negate: false,
+                    },
+                    Expr::Ports {
+                        dir: Dir::Dst,
+                        ports: ports
+                            .iter()
+                            .map(|p| Ports {
+                                first: *p,
+                                last: *p,
+                            })
+                            .collect(),
+                        negate: false,
+                    },
+                    Expr::Verdict(Verdict::Accept),
+                ],
+                "failsafe",
+            ));
+        }
+    }
+
+    /// A workload may only send from its own addresses, per family: none of a family drops
+    /// that family; one is a single negated match; several return from a chain of their own,
+    /// whose last rule drops.
+    fn anti_spoofing(
+        &self,
+        iface: &str,
+        addresses: &[IpAddr],
+        chain: &mut NftChain,
+    ) -> Option<NftChain> {
+        let mut spoof = NftChain::new(&names::anti_spoof_chain(iface));
+        for family in [IpFamily::V4, IpFamily::V6] {
+            let own: Vec<&IpAddr> = addresses
+                .iter()
+                .filter(|a| addr_family(a) == family)
+                .collect();
+            match own.as_slice() {
+                [] => chain.rules.push(drop_rule(
+                    self.config,
+                    vec![Expr::NfProto(family)],
+                    "no address of this IP version",
+                )),
+                [one] => chain.rules.push(drop_rule(
+                    self.config,
+                    vec![
+                        Expr::NfProto(family),
+                        Expr::Addr {
+                            dir: Dir::Src,
+                            net: IpNet::from(**one),
+                            negate: true,
+                        },
+                    ],
+                    "anti-spoofing",
+                )),
+                several => {
+                    for address in several {
+                        spoof.rules.push(plain(vec![
+                            Expr::NfProto(family),
+                            Expr::Addr {
+                                dir: Dir::Src,
+                                net: IpNet::from(**address),
+                                negate: false,
+                            },
+                            Expr::Verdict(Verdict::Return),
+                        ]));
+                    }
+                    chain
+                        .rules
+                        .push(plain(vec![Expr::NfProto(family), jump(spoof.name.clone())]));
+                }
+            }
+        }
+        if spoof.rules.is_empty() {
+            return None;
+        }
+        spoof
+            .rules
+            .push(drop_rule(self.config, vec![], "anti-spoofing"));
+        Some(spoof)
+    }
+
+    /// Tiers, then profiles, then drop.
+    fn policy_body(
+        &self,
+        chain: &mut NftChain,
+        program: &EndpointProgram,
+        inbound: bool,
+        missing: Option<&str>,
+    ) {
+        if !program.active {
+            chain
+                .rules
+                .push(drop_rule(self.config, vec![], "endpoint inactive"));
+            return;
+        }
+        let marks = self.config.marks;
+        chain.rules.push(self.clear_both());
+        let return_if_accepted = plain(vec![marked(marks.accept), Expr::Verdict(Verdict::Return)]);
+        let flow_logs = self.config.flow_logs;
+        let evaluated = program.tiers.iter().filter(|t| t.enforces() || flow_logs);
+        for (index, tier) in evaluated.enumerate() {
+            if index > 0 {
+                chain.rules.push(plain(vec![clear(marks.pass)]));
+            }
+            if flow_logs {
+                for id in &tier.staged {
+                    let target = staged_chain(inbound, &id.tier, &id.name);
+                    chain.rules.push(plain(vec![jump(target)]));
+                }
+            }
+            if !tier.enforces() {
+                continue; // staged policies only: nothing to enforce, no end of tier
+            }
+            let list = TierList {
+                inbound,
+                policies: tier.policies.clone(),
+            };
+            if let Some(entry) = list.entry() {
+                chain.rules.push(plain(vec![jump(entry)]));
+            }
+            chain.rules.push(return_if_accepted.clone());
+            let why = format!("end of tier {}", tier.name);
+            let step = Step::EndOfTier {
+                tier: tier.name.clone(),
+            };
+            chain.rules.push(logged_drop_rule(
+                self.config,
+                vec![unmarked(marks.pass)],
+                &why,
+                step,
+                inbound,
+            ));
+        }
+        if program.missing_profile {
+            let step = Step::MissingProfile {
+                name: missing.unwrap_or_default().to_owned(),
+            };
+            chain.rules.push(logged_drop_rule(
+                self.config,
+                vec![],
+                "missing profile",
+                step,
+                inbound,
+            ));
+            return;
+        }
+        for profile in &program.profiles {
+            chain
+                .rules
+                .push(plain(vec![jump(names::profile_chain(inbound, profile))]));
+            chain.rules.push(return_if_accepted.clone());
+        }
+        chain.rules.push(logged_drop_rule(
+            self.config,
+            vec![],
+            "no profile matched",
+            Step::NoProfileMatched,
+            inbound,
+        ));
+    }
+
+    /// A host endpoint's untracked policies (raw priority): a policy that allows marks the
+    /// packet untracked, takes it out of connection tracking and accepts it.
+    fn untracked_chain(&self, name: &str, program: &EndpointProgram, inbound: bool) -> NftChain {
+        let marks = self.config.marks;
+        let mut chain = NftChain::new(name);
+        for tier in &program.untracked_tiers {
+            chain.rules.push(plain(vec![clear(marks.pass)]));
+            for id in &tier.policies {
+                let target = names::policy_chain(inbound, &id.tier, &id.name);
+                chain
+                    .rules
+                    .push(plain(vec![unmarked(marks.pass), jump(target)]));
+                chain.rules.push(plain(vec![
+                    marked(marks.accept),
+                    Expr::SetMark {
+                        mask: marks.untracked,
+                        value: marks.untracked,
+                    },
+                    Expr::Notrack,
+                    Expr::Verdict(Verdict::Accept),
+                ]));
+            }
+        }
+        chain
+    }
+
+    /// The inbound and outbound chains of a policy or profile.
+    pub(super) fn rule_chains(
+        &self,
+        what: &str,
+        rules: &Rules,
+        owner: RuleOwner<'_>,
+        name: impl Fn(bool) -> String,
+    ) -> Part {
+        let chains = [
+            (true, &rules.inbound, "inbound"),
+            (false, &rules.outbound, "outbound"),
+        ]
+        .into_iter()
+        .map(|(inbound, list, direction)| {
+            let mut chain = NftChain::new(&name(inbound));
+            for (index, calico_rule) in list.iter().enumerate() {
+                let cx = RuleContext {
+                    config: self.config,
+                    owner,
+                    inbound,
+                    index: index as u32,
+                    comment: format!("{what} {direction} rule {}", index + 1),
+                };
+                chain.rules.extend(render_rule(calico_rule, &cx));
+            }
+            chain
+        })
+        .collect();
+        Part {
+            chains,
+            ..Part::default()
+        }
+    }
+}
+
+fn port(dir: Dir, port: u16) -> Expr {
+    Expr::Ports {
+        dir,
+        ports: vec![Ports {
+            first: port,
+            last: port,
+        }],
+        negate: false,
+    }
+}
+
+fn addr_family(address: &IpAddr) -> IpFamily {
+    match address {
+        IpAddr::V4(_) => IpFamily::V4,
+        IpAddr::V6(_) => IpFamily::V6,
+    }
+}
+
+fn net_family(net: &IpNet) -> IpFamily {
+    addr_family(&net.addr())
+}
+
+/// The nets without those inside another (an interval set refuses overlaps).
+fn disjoint<'a>(nets: impl Iterator<Item = &'a IpNet>) -> impl Iterator<Item = IpNet> {
+    let nets: Vec<IpNet> = nets.map(IpNet::trunc).collect();
+    let kept: Vec<IpNet> = nets
+        .iter()
+        .filter(|n| !nets.iter().any(|o| o != *n && o.contains(*n)))
+        .copied()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    kept.into_iter()
+}
