@@ -6,12 +6,14 @@
 //! - `tiers.rs`: a tier's policies dispatched by protocol and port, so that a new connection
 //!   visits only the policies that could match it.
 //! - `table.rs`: a chain and a set as rendered, the pieces `tiers.rs` and `parts.rs` build.
+//! - `frame.rs`: the fixed frame: base chains, dispatch chains and maps, host services.
 //! - `parts.rs`: what each owner (the frame, a set, an endpoint, a policy…) puts in the table.
 //! - `ruleset.rs`: the whole table, rendered incrementally by owner.
 //! - `plan.rs`: a change, or a read of the kernel, to one ordered transaction.
 //! - `driver.rs`: [`NftDataplane`], the same sync / apply / drift repair as the iptables driver.
 
 mod driver;
+mod frame;
 pub mod names;
 mod parts;
 pub mod plan;
