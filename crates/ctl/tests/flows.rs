@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use aggregator::{Aggregator, ingress, policy_step, profile_step, wep, wep_key};
 use calico_model::flow::FlowRecord;
-use calico_testkit::{eventually, free_port};
+use calico_testkit::{eventually, refusing_port};
 use common::{Ctl, text};
 use serde_json::{Value, json};
 
@@ -219,7 +219,8 @@ fn json_and_yaml_carry_the_records_and_yaml_quotes_what_yaml_1_1_would_misread()
 
 #[test]
 fn an_aggregator_that_cannot_be_reached_is_one_line_naming_the_url_and_the_way_out() {
-    let url = format!("http://127.0.0.1:{}", free_port());
+    let refusing = refusing_port();
+    let url = refusing.url();
     for (args, envs) in [
         (vec!["flows", "--flows-url", url.as_str()], vec![]),
         (vec!["flows"], vec![("CALICO_FLOWS_URL", url.as_str())]),

@@ -6,7 +6,7 @@ mod aggregator;
 mod common;
 
 use aggregator::{Aggregator, ingress, profile_step, wep, wep_key};
-use calico_testkit::free_port;
+use calico_testkit::refusing_port;
 use common::{Ctl, doc, text};
 use serde_json::{Value, json};
 
@@ -219,7 +219,8 @@ fn what_impact_cannot_judge_is_refused_by_name_and_a_missing_aggregator_is_said(
         text(&out.stderr)
     );
     // No aggregator: the pairs are still judged, the flows said not read, exit 0.
-    let url = format!("http://127.0.0.1:{}", free_port());
+    let refusing = refusing_port();
+    let url = refusing.url();
     let out = ctl.stdin(
         &["policy", "impact", "-f", "-", "--flows-url", &url],
         &guard("policy"),

@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::{Command, Output};
 
-use calico_testkit::{EtcdServer, free_port, output_with_stdin};
+use calico_testkit::{EtcdServer, output_with_stdin, refusing_port};
 
 const POOL: &str = "/calico/v1/ipam/v4/pool/10.65.0.0-16";
 const FELIX_REPORT: &str =
@@ -242,7 +242,8 @@ fn status_shows_health_report_endpoints_and_says_what_is_missing() {
     );
     assert!(unready.contains("NOT live, NOT ready"), "{unready}");
 
-    let closed_port = free_port();
+    let refusing = refusing_port();
+    let closed_port = refusing.port();
     etcd.etcdctl(&["del", "/calico/felix/v1/host/h1/status"]);
     let down = expect(&status(&etcd.endpoint(), closed_port), false);
     println!("{down}");
@@ -254,7 +255,8 @@ fn status_shows_health_report_endpoints_and_says_what_is_missing() {
     );
     assert!(down.contains("Felix last status report: none"), "{down}");
 
-    let no_etcd = format!("http://127.0.0.1:{}", free_port());
+    let no_etcd_port = refusing_port();
+    let no_etcd = no_etcd_port.url();
     let offline = expect(&status(&no_etcd, closed_port), false);
     println!("{offline}");
     assert!(offline.contains("datastore: not reachable ("), "{offline}");
@@ -305,7 +307,8 @@ fn status_json_has_every_part_for_scripts() {
             .contains("BIRD is not answering")
     );
 
-    let no_etcd = format!("http://127.0.0.1:{}", free_port());
+    let refusing = refusing_port();
+    let no_etcd = refusing.url();
     let mut offline_args = args.to_vec();
     offline_args[4] = "http://127.0.0.1:1";
     let yaml = expect(&calicoctl(&no_etcd, &offline_args, ""), false);

@@ -387,8 +387,8 @@ async fn keys_written_with_a_ttl_expire() {
 
 #[tokio::test]
 async fn an_unreachable_etcd_is_named_in_the_error() {
-    let port = calico_testkit::free_port();
-    let endpoint = format!("http://127.0.0.1:{port}");
+    let refusing = calico_testkit::refusing_port();
+    let endpoint = refusing.url();
     let config = EtcdConfig {
         endpoints: vec![endpoint.clone()],
         connect_timeout: Duration::from_secs(2),
@@ -405,7 +405,8 @@ async fn an_unreachable_etcd_is_named_in_the_error() {
 #[tokio::test]
 async fn several_endpoints_work_when_one_is_down() {
     let server = EtcdServer::start();
-    let dead = format!("http://127.0.0.1:{}", calico_testkit::free_port());
+    let refusing = calico_testkit::refusing_port();
+    let dead = refusing.url();
     let config = EtcdConfig {
         endpoints: vec![server.endpoint(), dead],
         ..EtcdConfig::default()

@@ -58,7 +58,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         tokio::spawn(feed.clone().follow(upstream));
         feeds.push(feed);
     }
-    tracing::info!(listen = %args.listen, prefixes = ?args.prefixes, "serving");
+    // The address bound, not the one asked for: with port 0 the kernel picks the port.
+    let bound = listener
+        .local_addr()
+        .context("the listener's local address")?;
+    tracing::info!(listen = %bound, prefixes = ?args.prefixes, "serving");
     let served = Arc::new(Mutex::new(Served::default()));
     tokio::spawn(report(feeds.clone(), served.clone()));
     serve(listener, feeds, served).await;

@@ -234,41 +234,41 @@ impl<'a> Resolver<'a> {
         })
     }
 
-    /// The value and source of a parameter.
-    fn get(&self, param: &Param) -> (String, Source) {
+    /// Every value of a parameter with its source, in precedence order, the default last. The
+    /// first that parses applies; a bad one from etcd falls through to the next place.
+    fn candidates(&self, param: &Param) -> Vec<(String, Source)> {
         let names = || std::iter::once(param.name).chain(param.aliases.iter().copied());
-        for name in names() {
+        let mut found = Vec::new();
+        let env = names().find_map(|name| {
             let var = format!("FELIX_{}", name.to_ascii_uppercase());
-            if let Some((key, value)) = self
-                .inputs
+            self.inputs
                 .env
                 .iter()
                 .find(|(k, _)| k.to_ascii_uppercase() == var)
-            {
-                return (value.clone(), Source::Env(key.clone()));
-            }
+        });
+        if let Some((key, value)) = env {
+            found.push((value.clone(), Source::Env(key.clone())));
         }
-        if let Some((path, _)) = &self.inputs.file {
-            for name in names() {
-                if let Some(value) = self.file.get(&name.to_ascii_lowercase()) {
-                    return (value.clone(), Source::File(path.clone()));
-                }
-            }
+        if let Some((path, _)) = &self.inputs.file
+            && let Some(value) = names().find_map(|name| self.file.get(&name.to_ascii_lowercase()))
+        {
+            found.push((value.clone(), Source::File(path.clone())));
         }
         if let Some(var) = shared_env(param.name)
             && let Some((key, value)) = self.inputs.env.iter().find(|(k, _)| k.as_str() == var)
         {
-            return (value.clone(), Source::Env(key.clone()));
+            found.push((value.clone(), Source::Env(key.clone())));
         }
         if self.use_etcd && param.from_etcd {
             if let Some(value) = self.inputs.etcd_host.get(param.name) {
-                return (value.clone(), Source::EtcdHost);
+                found.push((value.clone(), Source::EtcdHost));
             }
             if let Some(value) = self.inputs.etcd_global.get(param.name) {
-                return (value.clone(), Source::EtcdGlobal);
+                found.push((value.clone(), Source::EtcdGlobal));
             }
         }
-        (param.default.to_owned(), Source::Default)
+        found.push((param.default.to_owned(), Source::Default));
+        found
     }
 }
 
@@ -302,42 +302,46 @@ struct Typed<'a> {
 impl Typed<'_> {
     /// The parameter's value, parsed. A bad value from the environment or the file is an error
     /// (this host's own setting); a bad value from etcd (shared by every host) is treated as
-    /// missing, with a warning, and the default applies.
+    /// missing, with a warning, and the next place applies: the global key under a bad host
+    /// key, else the default.
     fn parse<T>(
         &mut self,
         name: &'static str,
         parse: impl Fn(&str) -> Result<T, String>,
     ) -> Result<T, ConfigError> {
         let param = lookup(name);
-        let (value, source) = self.resolver.get(param);
-        match parse(value.trim()) {
-            Ok(parsed) => {
-                self.report.push((param.name, value, source));
-                Ok(parsed)
+        let mut refused: Vec<(String, Source, String)> = Vec::new();
+        for (value, source) in self.resolver.candidates(param) {
+            match parse(value.trim()) {
+                Ok(parsed) => {
+                    let applies = match source {
+                        Source::Default => format!("the default {value:?} applies"),
+                        _ => format!("the value {value:?} from {source} applies"),
+                    };
+                    for (bad, from, reason) in refused {
+                        self.warnings.push(format!(
+                            "Validation failed for {} {bad:?} from {from}, treating as missing: \
+                             {reason} ({applies})",
+                            param.name
+                        ));
+                    }
+                    self.report.push((param.name, value, source));
+                    return Ok(parsed);
+                }
+                Err(reason) if matches!(source, Source::EtcdGlobal | Source::EtcdHost) => {
+                    refused.push((value, source, reason));
+                }
+                Err(reason) => {
+                    return Err(ConfigError {
+                        param: param.name,
+                        value,
+                        origin: source,
+                        reason,
+                    });
+                }
             }
-            Err(reason) if matches!(source, Source::EtcdGlobal | Source::EtcdHost) => {
-                self.warnings.push(format!(
-                    "Validation failed for {} {value:?} from {source}, treating as missing: \
-                     {reason} (the default {:?} applies)",
-                    param.name, param.default
-                ));
-                let parsed = parse(param.default).map_err(|reason| ConfigError {
-                    param: param.name,
-                    value: param.default.to_owned(),
-                    origin: Source::Default,
-                    reason,
-                })?;
-                self.report
-                    .push((param.name, param.default.to_owned(), Source::Default));
-                Ok(parsed)
-            }
-            Err(reason) => Err(ConfigError {
-                param: param.name,
-                value,
-                origin: source,
-                reason,
-            }),
         }
+        unreachable!("the default of {} is among the candidates", param.name)
     }
 }
 

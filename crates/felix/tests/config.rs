@@ -378,6 +378,76 @@ fn bad_values_in_etcd_are_treated_as_missing() {
     assert!(config.warnings[1].contains("IptablesMarkMask \"0x1\" from etcd /calico/v1/config"));
 }
 
+/// A bad host value is treated as missing: the next place, the cluster-wide key, applies
+/// (not the default), for a parameter of every kind.
+#[test]
+fn a_bad_host_value_falls_through_to_the_global_value_not_the_default() {
+    use calico_felix::config::NftablesMode;
+    let params: [(&str, &str, &str); 7] = [
+        ("NFTablesMode", "bogus2", "Enabled"),
+        ("DefaultEndpointToHostAction", "REJECT", "ACCEPT"),
+        ("FailsafeInboundHostPorts", "22,ssh", "2222"),
+        ("IptablesRefreshInterval", "soon", "7"),
+        ("PrometheusMetricsEnabled", "maybe", "true"),
+        ("MetadataPort", "99999", "8080"),
+        ("InterfacePrefix", "", "tap"),
+    ];
+    let host: Vec<_> = params.iter().map(|(name, bad, _)| (*name, *bad)).collect();
+    let global: Vec<_> = params
+        .iter()
+        .map(|(name, _, good)| (*name, *good))
+        .collect();
+    let config = Config::load(&inputs(&[], None, &host, &global), "h").unwrap();
+    assert_eq!(config.nftables_mode, NftablesMode::Enabled);
+    assert_eq!(config.endpoint_to_host, EndpointToHostAction::Accept);
+    assert_eq!(config.failsafe_inbound, [2222]);
+    assert_eq!(config.iptables_refresh, Duration::from_secs(7));
+    assert!(config.metrics_enabled);
+    assert_eq!(config.metadata_port, 8080);
+    for (name, bad, good) in params {
+        assert_eq!(
+            source_of(&config, name),
+            (good, &Source::EtcdGlobal),
+            "{name}"
+        );
+        let warning = format!(
+            "Validation failed for {name} {bad:?} from etcd host config, treating as missing:"
+        );
+        let line = config
+            .warnings
+            .iter()
+            .find(|w| w.starts_with(&warning))
+            .unwrap_or_else(|| panic!("no warning for {name}: {:?}", config.warnings));
+        assert!(
+            line.ends_with(&format!(
+                "(the value {good:?} from etcd /calico/v1/config applies)"
+            )),
+            "{line}"
+        );
+    }
+    assert_eq!(config.warnings.len(), params.len(), "{:?}", config.warnings);
+
+    // Both etcd layers bad: the default applies, with a warning for each.
+    let both = Config::load(
+        &inputs(
+            &[],
+            None,
+            &[("NFTablesMode", "bogus2")],
+            &[("NFTablesMode", "bogus1")],
+        ),
+        "h",
+    )
+    .unwrap();
+    assert_eq!(both.nftables_mode, NftablesMode::Disabled);
+    assert_eq!(
+        source_of(&both, "NFTablesMode"),
+        ("Disabled", &Source::Default)
+    );
+    assert_eq!(both.warnings.len(), 2, "{:?}", both.warnings);
+    assert!(both.warnings[1].contains("\"bogus1\" from etcd /calico/v1/config"));
+    assert!(both.warnings[1].ends_with("(the default \"Disabled\" applies)"));
+}
+
 #[test]
 fn nftables_mode_from_every_place_and_applied_live() {
     use calico_felix::config::NftablesMode;

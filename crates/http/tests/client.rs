@@ -134,11 +134,8 @@ async fn no_answer_and_no_server_are_errors_naming_the_server() {
     assert!(error.to_string().contains(&base), "{error}");
     held.abort();
 
-    let port = calico_testkit::free_port();
-    let error = client
-        .get(&format!("http://127.0.0.1:{port}"), "/")
-        .await
-        .unwrap_err();
+    let refusing = calico_testkit::refusing_port();
+    let error = client.get(&refusing.url(), "/").await.unwrap_err();
     assert!(matches!(error, HttpError::Connect { .. }), "{error}");
     let error = Client::plain()
         .get("https://127.0.0.1:1", "/")

@@ -4,7 +4,9 @@
 //! - [`EtcdServer`]: a real etcd on free loopback ports with a temporary data directory, that
 //!   can be stopped and restarted mid-test and is killed and removed on `Drop`.
 //! - [`require_tool`]: fail loudly when a tool the test needs is not installed.
-//! - [`free_port`]: a loopback TCP port nobody listens on.
+//! - [`free_port`]: a loopback TCP port for a server that cannot bind port 0 itself, reserved
+//!   machine-wide for this test process; [`refusing_port`]: a port that refuses every
+//!   connection for as long as the test holds it.
 //! - [`NetNs`]: a network namespace for one test, removed on `Drop`.
 //! - [`Tails`]: median, p99 and maximum of a benchmark's samples.
 //! - [`Dockerd`]: a real dockerd in a namespace with its state in one directory, a busybox
@@ -16,11 +18,11 @@ mod etcd;
 pub mod etcd_v2;
 pub mod http;
 mod netns;
+mod ports;
 mod stats;
 mod tls;
 pub mod webdriver;
 
-use std::net::TcpListener;
 use std::path::Path;
 
 pub use docker::{BUSYBOX_IMAGE, Dockerd, NsProcess, PluginSocket};
@@ -97,12 +99,75 @@ pub fn output_with_stdin(command: &mut std::process::Command, stdin: &str) -> st
         .unwrap_or_else(|e| panic!("{command:?} did not finish: {e}"))
 }
 
-/// A loopback TCP port that was free a moment ago (the OS picks it).
+/// A loopback TCP port for a server the test starts that cannot bind port 0 and report it
+/// (etcd, chromedriver, Keystone, neutron-server). A port the kernel handed out for port 0 could
+/// be taken again by any other process binding port 0 or connecting out before the server binds
+/// it, so the port comes from below the kernel's ephemeral range (which port 0 and outgoing
+/// connections never use), and it is reserved machine-wide by a lock file held until this test
+/// process exits, so no other test process using this function gets it. It is free at the
+/// moment of return; a server that binds it should still fail loudly if it cannot.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
+    ports::reserve()
+}
+
+/// A loopback port that refuses every connection (a TCP socket bound to it but never
+/// listening) for as long as the value lives: what a test needs to see "connection refused",
+/// which a port that was merely free a moment ago does not promise.
+pub fn refusing_port() -> RefusingPort {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .expect("cannot make a TCP socket");
+    socket
+        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .expect("cannot bind a loopback port");
+    let port = socket
+        .local_addr()
+        .ok()
+        .and_then(|addr| addr.as_socket())
         .map(|addr| addr.port())
-        .expect("cannot bind a loopback port")
+        .expect("a bound socket has a port");
+    RefusingPort {
+        _socket: socket,
+        port,
+    }
+}
+
+/// See [`refusing_port`]: the port stays refusing until this is dropped.
+#[derive(Debug)]
+pub struct RefusingPort {
+    _socket: socket2::Socket,
+    port: u16,
+}
+
+impl RefusingPort {
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// The address a server under test bound when it was given port 0, read from its log: the
+/// first line with `listen=HOST:PORT` (as `calico-flows` and `calico-fanout` log it). Polls the
+/// file for up to `within`; panics with the log if the line never comes.
+pub fn bound_address(log: &Path, within: std::time::Duration) -> String {
+    let mut found = None;
+    eventually("the server's listen= line in its log", within, || {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        found = text.lines().find_map(|line| {
+            let rest = &line[line.find("listen=")? + "listen=".len()..];
+            let address = rest.split_whitespace().next()?;
+            address.parse::<std::net::SocketAddr>().ok()?;
+            Some(address.to_owned())
+        });
+        found
+            .is_some()
+            .then_some(())
+            .ok_or_else(|| format!("{}:\n{text}", log.display()))
+    });
+    found.expect("found above")
 }
 
 /// Polls `check` every 100 ms for up to `within`; panics with `what` and the last reason it

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use calico_testkit::{eventually, free_port};
+use calico_testkit::{bound_address, eventually};
 use serde_json::{Value, json};
 
 /// `calico-flows`, killed on drop; its log in a temp dir.
@@ -27,15 +27,23 @@ impl Aggregator {
             binary.display()
         );
         let dir = tempfile::tempdir().expect("temp dir");
-        let log = std::fs::File::create(dir.path().join("flows.log")).expect("log file");
-        let address = format!("127.0.0.1:{}", free_port());
-        let child = Command::new(binary)
-            .args(["--listen", &address])
+        let log_path = dir.path().join("flows.log");
+        let log = std::fs::File::create(&log_path).expect("log file");
+        // Port 0: the aggregator picks a port nobody holds and logs it.
+        let mut child = Command::new(binary)
+            .args(["--listen", "127.0.0.1:0"])
             .args(args)
             .stdin(Stdio::null())
             .stderr(log)
             .spawn()
             .expect("calico-flows starts");
+        let address =
+            std::panic::catch_unwind(|| bound_address(&log_path, Duration::from_secs(20)))
+                .unwrap_or_else(|panic| {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    std::panic::resume_unwind(panic)
+                });
         let aggregator = Aggregator {
             child,
             address,

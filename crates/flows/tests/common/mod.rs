@@ -12,7 +12,7 @@ pub use calico_testkit::webdriver;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use calico_testkit::{eventually, free_port};
+use calico_testkit::{bound_address, eventually};
 use serde_json::{Value, json};
 
 pub const FLOWS: &str = env!("CARGO_BIN_EXE_calico-flows");
@@ -25,21 +25,35 @@ pub struct Flows {
 }
 
 impl Flows {
+    /// On a port the aggregator picks itself (port 0), read back from its log.
     pub fn start(args: &[&str]) -> Flows {
-        Flows::start_on(free_port(), args)
+        Flows::launch("127.0.0.1:0", args)
     }
 
+    /// On a given port (a test that restarts the aggregator where its clients look for it:
+    /// the port from `calico_testkit::free_port`, reserved for this test process).
     pub fn start_on(port: u16, args: &[&str]) -> Flows {
+        Flows::launch(&format!("127.0.0.1:{port}"), args)
+    }
+
+    fn launch(listen: &str, args: &[&str]) -> Flows {
         let dir = tempfile::tempdir().expect("temp dir");
-        let log = std::fs::File::create(dir.path().join("flows.log")).expect("log file");
-        let address = format!("127.0.0.1:{port}");
-        let child = Command::new(FLOWS)
-            .args(["--listen", &address])
+        let log_path = dir.path().join("flows.log");
+        let log = std::fs::File::create(&log_path).expect("log file");
+        let mut child = Command::new(FLOWS)
+            .args(["--listen", listen])
             .args(args)
             .stdin(Stdio::null())
             .stderr(log)
             .spawn()
             .expect("calico-flows starts");
+        let address =
+            std::panic::catch_unwind(|| bound_address(&log_path, Duration::from_secs(20)))
+                .unwrap_or_else(|panic| {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    std::panic::resume_unwind(panic)
+                });
         let flows = Flows {
             child,
             address,
