@@ -4,9 +4,10 @@
 //! - [`Dataplane::sync`] (start-up, and after a failure) makes everything Calico owns match
 //!   the state exactly: it reloads every set and chain atomically per table, with no flush of
 //!   the kernel chains and no moment without policy, deletes `cali-` chains and `cali4-`/`cali6-`
-//!   sets nothing needs, and puts the kernel chains' jumps back if someone removed them. Like
-//!   routing (`crate::routing`) it runs in three steps: read the kernel ([`KernelReader`]),
-//!   plan (a [`SyncPlan`]: what differs from the state, no I/O), execute the plan in order.
+//!   sets nothing needs, and puts the kernel chains' jumps back first if someone removed them
+//!   or pushed them down (see [`misplaced_jumps`]). Like routing (`crate::routing`) it runs in
+//!   three steps: read the kernel ([`KernelReader`]), plan (a [`SyncPlan`]: what differs from the
+//!   state, no I/O), execute the plan in order.
 //! - [`Dataplane::apply`] applies one batch of the calculator's changes: only the sets and chains
 //!   they touch.
 //! - [`Dataplane::reader`] and [`Dataplane::repair_drift`] (the periodic check): the kernel is
@@ -309,7 +310,7 @@ impl Dataplane {
                 sets,
                 sets_written,
                 tables,
-                jumps: missing_jumps(snapshot, plane.family),
+                jumps: misplaced_jumps(snapshot, plane.family),
             });
         }
         plan.stale_sets = snapshot
@@ -466,7 +467,7 @@ impl Dataplane {
             }
             repairs.jumps.extend(
                 self.kernel
-                    .ensure_jumps(family, &missing_jumps(snapshot, family))?,
+                    .ensure_jumps(family, &misplaced_jumps(snapshot, family))?,
             );
         }
         let script: String = sets
@@ -538,15 +539,19 @@ fn chain_map(chains: Vec<Chain>) -> BTreeMap<String, Vec<String>> {
 }
 
 /// A kernel chain's jump to one of ours: (table, kernel chain, our chain).
-type Jump = (&'static str, &'static str, &'static str);
+pub type Jump = (&'static str, &'static str, &'static str);
 
-/// The jumps `snapshot` does not show in place for `family`.
-fn missing_jumps(snapshot: &KernelSnapshot, family: Family) -> Vec<Jump> {
+/// The jumps `snapshot` does not show in place for `family`: missing, not the first rule of
+/// their kernel chain (other software inserted rules above them, as Docker does with
+/// `iptables -I FORWARD`), or there more than once. Each is put back first, alone.
+pub fn misplaced_jumps(snapshot: &KernelSnapshot, family: Family) -> Vec<Jump> {
     kernel_jumps()
         .into_iter()
         .filter(|(table, chain, target)| {
             let rules = snapshot.rules(family, table, chain).unwrap_or_default();
-            !rules.iter().any(|rule| *rule == format!("-j {target}"))
+            let jump = format!("-j {target}");
+            let copies = rules.iter().filter(|rule| **rule == jump).count();
+            copies != 1 || rules.first() != Some(&jump)
         })
         .collect()
 }

@@ -3,6 +3,7 @@
 //! `ipset restore` read; the [`Dataplane`] applies them to a kernel through `calico-linux`.
 
 pub mod backend;
+pub mod comment;
 pub mod drift;
 pub mod driver;
 pub mod flowlog;

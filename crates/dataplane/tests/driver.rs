@@ -499,6 +499,60 @@ fn in_memory_sync_plans_before_it_writes() {
     assert_eq!(v4.sets, "", "every set already holds its members");
 }
 
+/// Other software's rule inserted above our jump (Docker's `iptables -I FORWARD 1 …`) and a
+/// second copy of a jump are drift: the plan names both jumps, and the periodic check moves each
+/// back to the top, alone, with the other rules kept after it in their order.
+#[test]
+fn in_memory_a_jump_pushed_down_is_planned_and_moved_back_to_the_top() {
+    let calc = calculator();
+    let kernel = FakeKernel::new();
+    let mut dataplane = in_memory(&kernel);
+    dataplane.sync(calc.state()).unwrap();
+    let snapshot = dataplane.reader().read().unwrap();
+    assert!(
+        dataplane
+            .repair_drift(&snapshot, calc.state())
+            .unwrap()
+            .is_empty()
+    );
+
+    let foreign = "-d 10.0.0.2/32 -p tcp -m tcp --dport 5432 -j ACCEPT";
+    let docker = format!(
+        "*filter\n-I FORWARD 1 {foreign}\nCOMMIT\n*nat\n-A POSTROUTING -j cali-POSTROUTING\nCOMMIT\n"
+    );
+    FirewallTables::restore(&kernel, Family::V4, &docker).unwrap();
+    let snapshot = dataplane.reader().read().unwrap();
+    let plan = dataplane.plan_sync(calc.state(), &snapshot);
+    assert_eq!(
+        plan.planes[0].jumps,
+        [
+            ("filter", "FORWARD", "cali-FORWARD"),
+            ("nat", "POSTROUTING", "cali-POSTROUTING")
+        ]
+    );
+    assert!(plan.planes[1].jumps.is_empty(), "{plan:?}");
+
+    let repairs = dataplane.repair_drift(&snapshot, calc.state()).unwrap();
+    assert_eq!(
+        repairs.jumps,
+        [
+            "V4 filter FORWARD -> cali-FORWARD",
+            "V4 nat POSTROUTING -> cali-POSTROUTING"
+        ]
+    );
+    let forward = kernel.rules(Family::V4, "filter", "FORWARD").unwrap();
+    assert_eq!(forward, ["-j cali-FORWARD", foreign]);
+    let postrouting = kernel.rules(Family::V4, "nat", "POSTROUTING").unwrap();
+    assert_eq!(postrouting, ["-j cali-POSTROUTING"]);
+    let snapshot = dataplane.reader().read().unwrap();
+    assert!(
+        dataplane
+            .repair_drift(&snapshot, calc.state())
+            .unwrap()
+            .is_empty()
+    );
+}
+
 fn in_memory(kernel: &FakeKernel) -> Dataplane {
     Dataplane::with_kernel(
         Box::new(kernel.clone()),

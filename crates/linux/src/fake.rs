@@ -428,9 +428,11 @@ impl FirewallTables for FakeKernel {
         let rules = tables
             .get_mut(chain)
             .ok_or_else(|| fail(&format!("chain {chain} does not exist")))?;
-        if rules.contains(&jump) {
+        // As the kernel's: one jump, first; other rules keep their order after it.
+        if rules.first() == Some(&jump) && rules.iter().filter(|r| **r == jump).count() == 1 {
             return Ok(false);
         }
+        rules.retain(|rule| *rule != jump);
         rules.insert(0, jump);
         Ok(true)
     }

@@ -50,8 +50,11 @@ impl Iptables {
         self.netns.run(&family.tool("-save"), &["-t", table], "")
     }
 
-    /// Makes sure `chain` of `table` starts by jumping to `target`; returns whether it had to
-    /// insert the jump.
+    /// Makes sure `chain` of `table` starts by jumping to `target`, once: a jump missing is
+    /// inserted at the top; one that other software's rules pushed down (`iptables -I`, as
+    /// Docker does) is moved back to the top, with those rules kept after it. Returns whether
+    /// it changed the chain. The move is one `iptables-restore --noflush` transaction: the
+    /// chain is never without the jump.
     pub fn ensure_jump(
         &self,
         family: Family,
@@ -59,19 +62,17 @@ impl Iptables {
         chain: &str,
         target: &str,
     ) -> Result<bool, CommandError> {
-        let tool = family.tool("");
-        let exists = self
+        let listed = self
             .netns
-            .run(&tool, &["-w", "-t", table, "-C", chain, "-j", target], "")
-            .is_ok();
-        if exists {
+            .run(&family.tool(""), &["-w", "-t", table, "-S", chain], "")?;
+        let rules: Vec<&str> = listed
+            .lines()
+            .filter_map(|line| line.strip_prefix(&format!("-A {chain} ")))
+            .collect();
+        let Some(input) = jump_to_top(table, chain, target, &rules) else {
             return Ok(false);
-        }
-        self.netns.run(
-            &tool,
-            &["-w", "-t", table, "-I", chain, "1", "-j", target],
-            "",
-        )?;
+        };
+        self.restore(family, &input)?;
         Ok(true)
     }
 
@@ -90,5 +91,60 @@ impl Iptables {
             .filter(|name| name.starts_with(prefix))
             .map(str::to_owned)
             .collect())
+    }
+}
+
+/// Restore input that leaves `chain` (now `rules`, as `iptables -S` prints them after
+/// `-A <chain> `) with one jump to `target`, first; `None` when it already has that.
+pub(crate) fn jump_to_top(
+    table: &str,
+    chain: &str,
+    target: &str,
+    rules: &[&str],
+) -> Option<String> {
+    let jump = format!("-j {target}");
+    let copies = rules.iter().filter(|rule| **rule == jump).count();
+    if copies == 1 && rules.first() == Some(&jump.as_str()) {
+        return None;
+    }
+    let deletes = format!("-D {chain} {jump}\n").repeat(copies);
+    Some(format!("*{table}\n{deletes}-I {chain} 1 {jump}\nCOMMIT\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_jump_first_and_alone_is_left_as_it_is() {
+        let rules = ["-j cali-FORWARD", "-j DOCKER"];
+        assert_eq!(
+            jump_to_top("filter", "FORWARD", "cali-FORWARD", &rules),
+            None
+        );
+    }
+
+    #[test]
+    fn a_jump_missing_is_inserted_at_the_top() {
+        let input = jump_to_top("filter", "FORWARD", "cali-FORWARD", &["-j DOCKER"]);
+        let expected = "*filter\n-I FORWARD 1 -j cali-FORWARD\nCOMMIT\n";
+        assert_eq!(input.as_deref(), Some(expected));
+    }
+
+    #[test]
+    fn a_jump_pushed_down_or_doubled_is_moved_back_to_the_top() {
+        let foreign = "-d 10.65.0.2/32 -p tcp -m tcp --dport 5432 -j ACCEPT";
+        let input = jump_to_top(
+            "filter",
+            "FORWARD",
+            "cali-FORWARD",
+            &[foreign, "-j cali-FORWARD"],
+        );
+        let expected =
+            "*filter\n-D FORWARD -j cali-FORWARD\n-I FORWARD 1 -j cali-FORWARD\nCOMMIT\n";
+        assert_eq!(input.as_deref(), Some(expected));
+        let doubled = ["-j cali-FORWARD", "-j cali-FORWARD"];
+        let input = jump_to_top("filter", "FORWARD", "cali-FORWARD", &doubled).unwrap();
+        assert_eq!(input.matches("-D FORWARD").count(), 2, "{input}");
     }
 }

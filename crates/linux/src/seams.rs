@@ -24,8 +24,9 @@ pub trait FirewallTables: Debug + Send {
     /// One table as `iptables-save -t <table>` prints it (the kernel's normal form of each rule).
     fn save(&self, family: Family, table: &str) -> Result<String, CommandError>;
 
-    /// Makes sure `chain` of `table` starts by jumping to `target`; returns whether it had to
-    /// insert the jump.
+    /// Makes sure `chain` of `table` starts by jumping to `target`, once (a jump missing is
+    /// inserted, one other rules pushed down is moved back to the top, after it the other
+    /// rules in their order); returns whether it changed the chain.
     fn ensure_jump(
         &self,
         family: Family,

@@ -66,3 +66,46 @@ fn a_missing_tool_says_so() {
         .unwrap_err();
     assert!(err.to_string().contains("is it installed"), "{err}");
 }
+
+#[test]
+fn a_jump_pushed_down_by_another_rule_is_moved_back_to_the_top() {
+    let ns = NetNs::new("calico-jump-top");
+    let iptables = Iptables::new(Netns::named(ns.name()));
+    let chain = "*filter\n:cali-FORWARD - [0:0]\nCOMMIT\n";
+    let foreign = "-d 10.65.0.2/32 -p tcp -m tcp --dport 5432 -j ACCEPT";
+    let forward = |family| -> Vec<String> {
+        let saved = iptables.save(family, "filter").unwrap();
+        saved
+            .lines()
+            .filter_map(|l| l.strip_prefix("-A FORWARD "))
+            .map(str::to_owned)
+            .collect()
+    };
+    let family = Family::V4;
+    iptables.restore(family, chain).unwrap();
+    assert!(
+        iptables
+            .ensure_jump(family, "filter", "FORWARD", "cali-FORWARD")
+            .unwrap()
+    );
+    // What Docker does: a rule inserted at the top, above ours.
+    let docker = format!("*filter\n-I FORWARD 1 {foreign}\n-A FORWARD -j DROP\nCOMMIT\n");
+    iptables.restore(family, &docker).unwrap();
+    assert_eq!(forward(family), [foreign, "-j cali-FORWARD", "-j DROP"]);
+    assert!(
+        iptables
+            .ensure_jump(family, "filter", "FORWARD", "cali-FORWARD")
+            .unwrap(),
+        "a jump that is not first is moved"
+    );
+    assert_eq!(
+        forward(family),
+        ["-j cali-FORWARD", foreign, "-j DROP"],
+        "ours first, the others kept in their order"
+    );
+    assert!(
+        !iptables
+            .ensure_jump(family, "filter", "FORWARD", "cali-FORWARD")
+            .unwrap()
+    );
+}

@@ -20,6 +20,7 @@ use super::rules::{
 };
 use super::table::{NftChain, NftSet};
 use super::tiers::TierList;
+use crate::comment::{NFT_COMMENT_MAX, rule_comment};
 use crate::flowlog::Step;
 use crate::render::config::RenderConfig;
 
@@ -463,7 +464,7 @@ impl Renderer<'_> {
                     owner,
                     inbound,
                     index: index as u32,
-                    comment: format!("{what} {direction} rule {}", index + 1),
+                    comment: rule_comment(what, direction, index + 1, NFT_COMMENT_MAX),
                 };
                 chain.rules.extend(render_rule(calico_rule, &cx));
             }

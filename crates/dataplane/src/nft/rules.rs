@@ -19,6 +19,7 @@ use calico_model::IpVersion;
 use calico_model::rule::{Action, PortRange, Protocol};
 
 use super::names;
+use crate::comment::{NFT_COMMENT_MAX, bounded};
 pub(super) use crate::flowlog::RuleOwner;
 use crate::flowlog::{self, NFLOG_GROUP, Step, StepAction};
 use crate::render::config::{DropAction, RenderConfig};
@@ -311,7 +312,7 @@ pub(super) fn logged_drop_rule(
 pub(super) fn rule(exprs: Vec<Expr>, comment: &str) -> Rule {
     Rule {
         exprs,
-        comment: (!comment.is_empty()).then(|| comment_text(comment)),
+        comment: (!comment.is_empty()).then(|| comment_text(&bounded(comment, NFT_COMMENT_MAX))),
     }
 }
 

@@ -29,6 +29,7 @@ use calico_calc::{Changes, DesiredState, EndpointKey, EndpointProgram, PolicyId,
 use super::config::RenderConfig;
 use super::rules::{RuleContext, RuleOwner, flow_log, render_rule};
 use super::{IpVersion, holds, policy_chain, profile_chain, quote, staged_policy_chain};
+use crate::comment::{IPTABLES_COMMENT_MAX, bounded, rule_comment};
 use crate::flowlog::{Step, StepAction};
 
 /// A chain and its rule bodies.
@@ -292,7 +293,10 @@ impl Renderer<'_> {
     /// [`Renderer::drop`] for a drop that is a step of the evaluation: with flow logs on, an
     /// NFLOG rule with the same matches names the step first.
     fn logged_drop(&self, matched: &str, why: &str, step: &Step, inbound: bool) -> Vec<String> {
-        let comment = format!("-m comment --comment {}", quote(why));
+        let comment = format!(
+            "-m comment --comment {}",
+            quote(&bounded(why, IPTABLES_COMMENT_MAX))
+        );
         let matched_all = join(&[&comment, matched]);
         let log = flow_log(self.config, &matched_all, step, StepAction::Deny, inbound);
         log.into_iter().chain(self.drop(matched, why)).collect()
@@ -300,7 +304,10 @@ impl Renderer<'_> {
 
     /// The drop rules (`DropActionOverride`) after `matched` (which may be empty).
     pub(super) fn drop(&self, matched: &str, why: &str) -> Vec<String> {
-        let comment = format!("-m comment --comment {}", quote(why));
+        let comment = format!(
+            "-m comment --comment {}",
+            quote(&bounded(why, IPTABLES_COMMENT_MAX))
+        );
         self.config
             .drop_action
             .targets()
@@ -620,7 +627,7 @@ impl Renderer<'_> {
                     owner,
                     inbound,
                     index: index as u32,
-                    comment: format!("{what} {direction} rule {}", index + 1),
+                    comment: rule_comment(what, direction, index + 1, IPTABLES_COMMENT_MAX),
                 };
                 chain.rules.extend(render_rule(rule, &cx));
             }
