@@ -1,7 +1,8 @@
 //! `calico-lab vm boot|delete` on an `up --openstack` lab of two hosts: real neutron-server,
 //! calico-neutron, DHCP agents with dnsmasq, Felix and BIRD; each VM is a namespace plugged by
 //! a TAP-named veth whose IPv4 address comes from busybox's udhcpc inside it and whose IPv6
-//! address from ISC dhclient -6 (the lab's network is dual-stack), its IPv6 default route from
+//! address from ISC dhclient -6 (the lab's network is dual-stack; on a `slaac` or
+//! `dhcpv6-stateless` network, from the router advertisements), its IPv6 default route from
 //! dnsmasq's router advertisements. The lab's services are restarted after any end, as their
 //! systemd units do.
 //! Needs root, etcd, bird, busybox and scripts/setup-neutron.sh (neutron-server, MariaDB,
@@ -562,4 +563,111 @@ fn calico_neutron_pid(lab: &TestLab) -> Option<i32> {
 /// The DHCP agent's own pid in a host.
 fn dhcp_agent_pid(lab: &TestLab, host: &str) -> Option<i32> {
     pid_of(lab, host, "calico-dhcp-agent")
+}
+
+/// `vm boot --network NETWORK`; the VM as the lab's state records it.
+fn boot_on(lab: &TestLab, host: &str, name: &str, network: &str) -> Vm {
+    let args = [
+        "vm",
+        "boot",
+        "--host",
+        host,
+        "--name",
+        name,
+        "--network",
+        network,
+    ];
+    let out = lab.ok(&args);
+    eprintln!("{}", out.trim());
+    vm_named(lab, name).unwrap_or_else(|| panic!("VM {name} not in the lab's state"))
+}
+
+/// A network of an IPv4 subnet and an IPv6 one in `mode` (address and RA mode alike).
+fn network(cli: &Cli, name: &str, v4: &str, v6: &str, mode: &str) {
+    cli.id(&["network", "create", name]);
+    let subnet = |cidr: &str, extra: &[&str], suffix: &str| {
+        let mut args = vec![
+            "subnet",
+            "create",
+            "--network",
+            name,
+            "--subnet-range",
+            cidr,
+        ];
+        args.extend_from_slice(extra);
+        let subnet_name = format!("{name}-{suffix}");
+        args.push(&subnet_name);
+        cli.id(&args);
+    };
+    subnet(v4, &[], "v4");
+    let v6_args = [
+        "--ip-version",
+        "6",
+        "--ipv6-address-mode",
+        mode,
+        "--ipv6-ra-mode",
+        mode,
+    ];
+    subnet(v6, &v6_args, "v6");
+}
+
+#[test]
+fn vms_on_slaac_and_dhcpv6_stateless_subnets_of_one_host_boot_with_their_own_addresses_from_the_ras()
+ {
+    let started = Instant::now();
+    let lab = openstack_lab(&[]);
+    let cli = Cli::of(&lab);
+    network(&cli, "net-slaac", "10.71.0.0/24", "fd00:71::/64", "slaac");
+    network(
+        &cli,
+        "net-stateless",
+        "10.72.0.0/24",
+        "fd00:72::/64",
+        "dhcpv6-stateless",
+    );
+    // `vm boot` returns once each VM's kernel has made its port's address from the RAs (no
+    // DHCPv6 lease comes in these modes: waiting for one failed the boot after 60 s).
+    // Both on one host: each TAP hears its own network's RAs only.
+    let slaac = boot_on(&lab, "host1", "vm-a", "net-slaac");
+    let stateless = boot_on(&lab, "host1", "vm-s", "net-stateless");
+    for (vm, prefix) in [(&slaac, "fd00:71::/64"), (&stateless, "fd00:72::/64")] {
+        let addresses = in_vm(
+            vm,
+            &["-6", "-o", "addr", "show", "dev", "eth0", "scope", "global"],
+        );
+        let global: Vec<&str> = addresses
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(3))
+            .collect();
+        assert_eq!(
+            global,
+            [format!("{}/64", ip6(vm))],
+            "{} has not made exactly its port's address by SLAAC",
+            vm.name
+        );
+        let on_link = in_vm(vm, &["-6", "route", "show", prefix]);
+        assert_eq!(on_link, "", "{} routes {prefix} on its link", vm.name);
+        let default = in_vm(vm, &["-6", "route", "show", "default"]);
+        assert!(default.contains("proto ra"), "{}: {default}", vm.name);
+    }
+    // The stateless VM asks DHCPv6 for its options (dhclient -6 -S) beside udhcpc; the slaac
+    // VM runs udhcpc only.
+    let clients = |vm: &Vm| {
+        netns_pids(&vm.netns)
+            .iter()
+            .map(|pid| std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default())
+            .map(|c| c.replace('\0', " "))
+            .collect::<Vec<_>>()
+    };
+    let s = clients(&stateless);
+    assert!(s.iter().any(|c| c.contains("dhclient -6 -S")), "{s:?}");
+    let a = clients(&slaac);
+    assert!(!a.iter().any(|c| c.contains("dhclient")), "{a:?}");
+    // Felix routes each /128 through its TAP: the VMs of the two networks reach each other
+    // from their own addresses (the lab's default group admits its members).
+    pings_address_eventually(&stateless, ip6(&slaac), WAIT);
+    pings_address_eventually(&slaac, ip6(&stateless), WAIT);
+    lab.ok(&["vm", "delete", "vm-a"]);
+    lab.ok(&["vm", "delete", "vm-s"]);
+    eprintln!("test done in {:?}", started.elapsed());
 }

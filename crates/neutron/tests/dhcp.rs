@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use calico_testkit::{EtcdServer, NetNs, eventually};
 use common::SyncProcess;
 use common::dhcp::{
-    Agent, BUSYBOX, DHCLIENT, DNSMASQ, HOST, INTERFACE, Reaper, SCRIPT, Vm, dnsmasq_pid, id,
-    require,
+    Agent, BUSYBOX, DHCLIENT, DNSMASQ, DnsmasqGuard, HOST, INTERFACE, Reaper, SCRIPT, Vm,
+    assert_no_dnsmasq_left, dnsmasq_pid, id, require,
 };
 use common::forward::Forwarder;
 use common::neutron::{Neutron, Options};
@@ -39,6 +39,7 @@ fn vms_get_their_neutron_addresses_by_dhcp_from_one_dnsmasq() {
     eprintln!("neutron-server and etcd up in {:?}", started.elapsed());
 
     let dir = tempfile::tempdir().expect("temporary directory");
+    let _dnsmasq = DnsmasqGuard(dir.path().to_owned());
     std::fs::write(dir.path().join("udhcpc.script"), SCRIPT).expect("script");
     let mode = |path: &Path, mode| {
         use std::os::unix::fs::PermissionsExt;
@@ -113,7 +114,7 @@ fn vms_get_their_neutron_addresses_by_dhcp_from_one_dnsmasq() {
             "{expected} not in lease:\n{lease}"
         );
     }
-    let pid = dnsmasq_pid(host.name()).expect("dnsmasq runs");
+    assert!(dnsmasq_pid(host.name()).is_some(), "no dnsmasq runs");
     // noauth is said, not silent.
     let log = agent.log();
     assert!(
@@ -133,8 +134,10 @@ fn vms_get_their_neutron_addresses_by_dhcp_from_one_dnsmasq() {
         &["-qw", &format!("net.ipv4.conf.{}.proxy_arp=1", vm1.tap)],
         "",
     );
-    let routes = host.run_ok("ip", &["route", "show", "dev", INTERFACE], "");
-    assert_eq!(routes.trim(), "", "routes through {INTERFACE}: {routes}");
+    // The network's interface: the agent's prefix and the network's number.
+    let interface = format!("{INTERFACE}0");
+    let routes = host.run_ok("ip", &["route", "show", "dev", &interface], "");
+    assert_eq!(routes.trim(), "", "routes through {interface}: {routes}");
     let via = host.run_ok("ip", &["route", "get", "10.65.0.11"], "");
     assert!(via.contains(&format!("dev {}", vm1.tap)), "{via}");
     vm1.ns
@@ -183,13 +186,14 @@ fn vms_get_their_neutron_addresses_by_dhcp_from_one_dnsmasq() {
         "",
         "vm-1 routes the subnet on-link: {prefix_routes}"
     );
-    let routes6 = host.run_ok("ip", &["-6", "route", "show", "dev", INTERFACE], "");
+    let routes6 = host.run_ok("ip", &["-6", "route", "show", "dev", &interface], "");
     assert!(
         !routes6.contains("2001:db8"),
-        "IPv6 routes through {INTERFACE}: {routes6}"
+        "IPv6 routes through {interface}: {routes6}"
     );
 
-    // 4. A second port added later gets its lease from the same dnsmasq (re-read, not restarted).
+    // 4. A second port added later gets its lease (its TAP is one of dnsmasq's start arguments,
+    //    an alias of its network's interface: dnsmasq is restarted).
     let port2 = port("vm-2", 12);
     let vm2 = Vm::plug(&host, &port2);
     eventually("vm-2's lease", Duration::from_secs(30), || {
@@ -199,7 +203,6 @@ fn vms_get_their_neutron_addresses_by_dhcp_from_one_dnsmasq() {
             false => Err(format!("wrong lease: {lease}")),
         }
     });
-    assert_eq!(dnsmasq_pid(host.name()), Some(pid), "dnsmasq was restarted");
 
     // 5. A deleted port's MAC gets no lease any more.
     neutron.delete("ports", &id(&port2));
@@ -224,7 +227,7 @@ fn vms_get_their_neutron_addresses_by_dhcp_from_one_dnsmasq() {
             Err(_) => Ok(()),
         },
     );
-    assert_eq!(dnsmasq_pid(host.name()), Some(pid), "dnsmasq was restarted");
+    let pid = dnsmasq_pid(host.name()).expect("dnsmasq runs");
 
     // 6. dnsmasq killed: the agent starts another, which serves vm-1 again.
     Command::new("kill")
@@ -281,5 +284,7 @@ fn vms_get_their_neutron_addresses_by_dhcp_from_one_dnsmasq() {
     let status = agent.terminate();
     assert!(status.success(), "agent exited {status}:\n{}", agent.log());
     assert_eq!(dnsmasq_pid(host.name()), None, "dnsmasq outlived the agent");
+    drop(agent);
+    assert_no_dnsmasq_left(dir.path());
     eprintln!("test done in {:?}", started.elapsed());
 }

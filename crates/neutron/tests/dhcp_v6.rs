@@ -17,7 +17,10 @@ use std::time::Duration;
 
 use calico_testkit::{EtcdServer, NetNs, eventually};
 use common::SyncProcess;
-use common::dhcp::{Agent, BUSYBOX, DHCLIENT, DNSMASQ, Reaper, SCRIPT, Vm, id, require};
+use common::dhcp::{
+    Agent, BUSYBOX, DHCLIENT, DNSMASQ, DnsmasqGuard, Reaper, SCRIPT, Vm, assert_no_dnsmasq_left,
+    id, require,
+};
 use common::forward::Forwarder;
 use common::neutron::{Neutron, Options};
 use serde_json::{Value, json};
@@ -31,11 +34,14 @@ fn info_script(file: &Path) -> String {
     )
 }
 
-/// A compute host: its namespace, the agent and the forwarders to etcd and Neutron.
+/// A compute host: its namespace, the agent and the forwarders to etcd and Neutron. Fields
+/// drop in order: the agent stops (and its dnsmasq with it), then what is left in the
+/// namespace is killed, then the namespace goes (a reaper after it would find no namespace of
+/// that name and leave dnsmasq running).
 struct Host {
-    ns: NetNs,
     agent: Agent,
     _reaper: Reaper,
+    ns: NetNs,
     _forwards: [Forwarder; 2],
 }
 
@@ -55,9 +61,9 @@ impl Host {
             &dir.join(format!("{name}.log")),
         );
         Host {
-            ns,
             agent,
             _reaper: reaper,
+            ns,
             _forwards: [to_neutron, to_etcd],
         }
     }
@@ -152,6 +158,33 @@ fn autoconfigures_exactly(vm: &Vm, port: &Value, prefix: &str, agent: &Agent) {
     );
 }
 
+/// One Information-Request (`dhclient -6 -S -1`) from the VM: the variables its script heard.
+fn information(vm: &Vm, dir: &Path, info_file: &Path) -> String {
+    let _ = std::fs::remove_file(info_file);
+    let name = vm.ns.name();
+    let (pid, leases) = (
+        dir.join(format!("{name}.pid")),
+        dir.join(format!("{name}.leases")),
+    );
+    let _ = Command::new("timeout")
+        .args([
+            "15", "ip", "netns", "exec", name, DHCLIENT, "-6", "-S", "-1",
+        ])
+        .arg("-sf")
+        .arg(dir.join("info.script"))
+        .arg("-lf")
+        .arg(&leases)
+        .arg("-pf")
+        .arg(&pid)
+        .arg("eth0")
+        .output();
+    let _ = Command::new("ip")
+        .args(["netns", "exec", name, DHCLIENT, "-6", "-x", "-pf"])
+        .arg(&pid)
+        .output();
+    std::fs::read_to_string(info_file).unwrap_or_default()
+}
+
 /// `nslookup NAME SERVER` in the VM: busybox's output.
 fn nslookup(vm: &Vm, args: &[&str]) -> String {
     let out = Command::new("ip")
@@ -173,6 +206,7 @@ fn stateless_and_slaac_vms_configure_their_ports_addresses_and_ports_have_their_
     });
     let etcd = EtcdServer::start();
     let dir = tempfile::tempdir().expect("temporary directory");
+    let _dnsmasq = DnsmasqGuard(dir.path().to_owned());
     let mode = |path: &Path, mode| {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
@@ -254,33 +288,7 @@ fn stateless_and_slaac_vms_configure_their_ports_addresses_and_ports_have_their_
     //    prefix off-link; an Information-Request gets the subnet's DNS server and the domain.
     autoconfigures_exactly(&vm_s, &web, "2001:db8:51::/64", &host_s.agent);
     eventually("vm-s's DHCPv6 information", Duration::from_secs(30), || {
-        let _ = std::fs::remove_file(&info_file);
-        let (pid, leases) = (dir.path().join("s.pid"), dir.path().join("s.leases"));
-        let _ = Command::new("timeout")
-            .args([
-                "15",
-                "ip",
-                "netns",
-                "exec",
-                vm_s.ns.name(),
-                DHCLIENT,
-                "-6",
-                "-S",
-                "-1",
-            ])
-            .arg("-sf")
-            .arg(dir.path().join("info.script"))
-            .arg("-lf")
-            .arg(&leases)
-            .arg("-pf")
-            .arg(&pid)
-            .arg("eth0")
-            .output();
-        let _ = Command::new("ip")
-            .args(["netns", "exec", vm_s.ns.name(), DHCLIENT, "-6", "-x", "-pf"])
-            .arg(&pid)
-            .output();
-        let info = std::fs::read_to_string(&info_file).unwrap_or_default();
+        let info = information(&vm_s, dir.path(), &info_file);
         let servers = info
             .lines()
             .any(|l| l == "new_dhcp6_name_servers=2001:db8::53");
@@ -345,4 +353,141 @@ fn stateless_and_slaac_vms_configure_their_ports_addresses_and_ports_have_their_
         answer.contains(&format!("Address: {}", v6(&db))),
         "{answer}"
     );
+
+    // 4. Nothing is left running: the VMs and hosts gone, no dnsmasq of this test's agents.
+    drop((vm_s, vm_a, host_s, host_a));
+    assert_no_dnsmasq_left(dir.path());
+}
+
+/// A `ping -6` from the VM to `to` (its source the VM's own address, the only global one).
+fn ping6(vm: &Vm, to: Ipv6Addr) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", vm.ns.name(), "ping", "-6", "-c1", "-W1"])
+        .arg(to.to_string())
+        .output()
+        .expect("ping runs");
+    match out.status.success() {
+        true => Ok(()),
+        false => Err(String::from_utf8_lossy(&out.stdout).into_owned()),
+    }
+}
+
+#[test]
+fn vms_of_two_networks_on_one_host_hear_only_their_own_network() {
+    require(DNSMASQ, "dnsmasq-base");
+    require(BUSYBOX, "busybox");
+    require(DHCLIENT, "isc-dhcp-client");
+    let neutron = Neutron::start_with(Options {
+        noauth: true,
+        ..Options::default()
+    });
+    let etcd = EtcdServer::start();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let _dnsmasq = DnsmasqGuard(dir.path().to_owned());
+    let mode = |path: &Path, mode| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    };
+    mode(dir.path(), 0o755);
+    let info_file = dir.path().join("info.env");
+    std::fs::write(dir.path().join("info.script"), info_script(&info_file)).expect("script");
+    mode(&dir.path().join("info.script"), 0o755);
+
+    // A dhcpv6-stateless network and a slaac one, each with its own DNS server, both served by
+    // one host.
+    let subnet = |network: &str, fields: Value| {
+        let mut fields = fields;
+        fields["network_id"] = json!(network);
+        id(&neutron.create("subnets", fields))
+    };
+    let net_s = id(&neutron.create("networks", json!({"name": "stateless"})));
+    let subnet_s4 = subnet(
+        &net_s,
+        json!({"cidr": "10.68.0.0/24", "ip_version": 4, "gateway_ip": "10.68.0.1"}),
+    );
+    subnet(
+        &net_s,
+        json!({"cidr": "2001:db8:61::/64", "ip_version": 6,
+        "gateway_ip": "2001:db8:61::1", "dns_nameservers": ["2001:db8:61::53"],
+        "ipv6_address_mode": "dhcpv6-stateless", "ipv6_ra_mode": "dhcpv6-stateless"}),
+    );
+    let net_a = id(&neutron.create("networks", json!({"name": "slaac"})));
+    let subnet_a4 = subnet(
+        &net_a,
+        json!({"cidr": "10.69.0.0/24", "ip_version": 4, "gateway_ip": "10.69.0.1"}),
+    );
+    subnet(
+        &net_a,
+        json!({"cidr": "2001:db8:6a::/64", "ip_version": 6,
+        "gateway_ip": "2001:db8:6a::1", "dns_nameservers": ["2001:db8:6a::53"],
+        "ipv6_address_mode": "slaac", "ipv6_ra_mode": "slaac"}),
+    );
+    let port = |vm: &str, dns_name: &str, network: &str, subnet4: &str| {
+        neutron.create(
+            "ports",
+            json!({"network_id": network, "device_owner": "compute:nova", "device_id": vm,
+                   "binding:host_id": "compute-1", "dns_name": dns_name,
+                   "fixed_ips": [{"subnet_id": subnet4}]}),
+        )
+    };
+    let web = port("vm-s", "web-2", &net_s, &subnet_s4);
+    let db = port("vm-a", "db-2", &net_a, &subnet_a4);
+    let fqdn = web["dns_assignment"][0]["fqdn"].as_str().expect("fqdn");
+    let domain = fqdn
+        .strip_prefix("web-2.")
+        .expect("web-2's domain")
+        .to_owned();
+
+    let _sync = SyncProcess::start(
+        &etcd.endpoint(),
+        &neutron,
+        &dir.path().join("sync.log"),
+        "60s",
+    );
+    let host = Host::start("compute-1", &neutron, &etcd, dir.path());
+    let vm_s = Vm::plug(&host.ns, &web);
+    let vm_a = Vm::plug(&host.ns, &db);
+
+    // 1. Each VM makes exactly its own port's address: no address of the other network's
+    //    prefix from the host's RAs.
+    autoconfigures_exactly(&vm_s, &web, "2001:db8:61::/64", &host.agent);
+    autoconfigures_exactly(&vm_a, &db, "2001:db8:6a::/64", &host.agent);
+
+    // 2. The stateless VM's Information-Request gets its own subnet's DNS server and domain,
+    //    and nothing of the other network's.
+    eventually("vm-s's DHCPv6 information", Duration::from_secs(30), || {
+        let info = information(&vm_s, dir.path(), &info_file);
+        let lines: Vec<&str> = info.lines().collect();
+        let servers = lines.contains(&"new_dhcp6_name_servers=2001:db8:61::53");
+        let search = lines.contains(&format!("new_dhcp6_domain_search={domain}").as_str());
+        match servers && search {
+            true => Ok(()),
+            false => Err(format!(
+                "dhclient heard: {info:?}\nagent:\n{}",
+                host.agent.log()
+            )),
+        }
+    });
+
+    // 3. Routed as Felix routes them (a /128 through each TAP, the host forwarding), each VM
+    //    pings the other network's VM from its own address.
+    host.ns
+        .run_ok("sysctl", &["-qw", "net.ipv6.conf.all.forwarding=1"], "");
+    for (vm, port) in [(&vm_s, &web), (&vm_a, &db)] {
+        let dest = format!("{}/128", v6(port));
+        host.ns
+            .run_ok("ip", &["-6", "route", "add", &dest, "dev", &vm.tap], "");
+    }
+    eventually("vm-s to ping vm-a", Duration::from_secs(20), || {
+        ping6(&vm_s, v6(&db))
+    });
+    eventually("vm-a to ping vm-s", Duration::from_secs(20), || {
+        ping6(&vm_a, v6(&web))
+    });
+    // Still only their own addresses (periodic RAs came meanwhile).
+    assert_eq!(global_v6(&vm_s), Ok(vec![format!("{}/64", v6(&web))]));
+    assert_eq!(global_v6(&vm_a), Ok(vec![format!("{}/64", v6(&db))]));
+
+    drop((vm_s, vm_a, host));
+    assert_no_dnsmasq_left(dir.path());
 }

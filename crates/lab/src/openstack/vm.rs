@@ -4,9 +4,12 @@
 //! named as Nova names the TAP (`tap` + the port id's first 11 characters) and whose `eth0`
 //! carries the port's MAC; busybox's udhcpc in the VM asks the host's DHCP agent (dnsmasq) for
 //! its address, as a VM's guest would. When the port has an IPv6 address too (the network has
-//! an IPv6 subnet), the VM is dual-stack as Calico's docs configure a guest: ISC `dhclient -6`
-//! gets the address by DHCPv6 and puts it on `eth0` as a /128, and the router advertisements
-//! of the host's dnsmasq (prefix off-link) give it a default route to its TAP.
+//! an IPv6 subnet), the VM is dual-stack as Calico's docs configure a guest, as its subnet's
+//! `ipv6_address_mode` says: `dhcpv6-stateful`, ISC `dhclient -6` gets the address by DHCPv6
+//! and puts it on `eth0` as a /128; `slaac` and `dhcpv6-stateless`, the VM's kernel makes it
+//! from the router advertisements (and, stateless, `dhclient -6 -S` gets the DNS options). The
+//! router advertisements of the host's dnsmasq (prefix off-link) give it a default route to its
+//! TAP.
 //!
 //! ```text
 //!  vm boot ── POST /v2.0/ports ──▶ neutron-server ◀── calico-neutron ──▶ etcd ──▶ Felix (route, tap)
@@ -132,7 +135,11 @@ pub async fn boot(lab: &mut Lab, spec: &VmSpec) -> anyhow::Result<Vm> {
     };
     let mut vm = vm_of(lab, &host.name, &spec.name, &port)?;
     vm.port_made = made;
-    if let Err(error) = plug(lab, &vm, &host.netns).await {
+    let plugged = match v6_mode(&client, &port).await {
+        Ok(mode) => plug(lab, &vm, &host.netns, mode).await,
+        Err(error) => Err(error),
+    };
+    if let Err(error) = plugged {
         let _ = unplug(&client, &vm).await;
         return Err(error.context(format!("booting VM {:?} failed; it was removed", vm.name)));
     }
@@ -299,9 +306,59 @@ fn vm_of(lab: &Lab, host: &str, name: &str, port: &Value) -> anyhow::Result<Vm> 
     })
 }
 
+/// How the VM gets its IPv6 address: its subnet's `ipv6_address_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum V6Mode {
+    /// `dhcpv6-stateful`: a DHCPv6 lease (`dhclient -6`), put on `eth0` as a /128.
+    Stateful,
+    /// `dhcpv6-stateless`: the address from the router advertisements (SLAAC), the DNS
+    /// options by DHCPv6 (`dhclient -6 -S`).
+    Stateless,
+    /// `slaac`: the address from the router advertisements only.
+    Slaac,
+}
+
+impl V6Mode {
+    fn of(subnet: &Value) -> anyhow::Result<V6Mode> {
+        let id = subnet["id"].as_str().unwrap_or_default();
+        match subnet["ipv6_address_mode"].as_str() {
+            Some("dhcpv6-stateful") => Ok(V6Mode::Stateful),
+            Some("dhcpv6-stateless") => Ok(V6Mode::Stateless),
+            Some("slaac") => Ok(V6Mode::Slaac),
+            None => bail!(
+                "subnet {id} has no ipv6_address_mode: no DHCP agent serves its addresses; give it \
+                 one (openstack subnet set --ipv6-address-mode ..., or a new subnet), or boot the \
+                 VM on a network without it"
+            ),
+            Some(other) => bail!("subnet {id}: ipv6_address_mode {other:?} is not known"),
+        }
+    }
+}
+
+/// The mode of the subnet of the port's first IPv6 fixed IP (the VM's `ip6`), if it has one.
+async fn v6_mode(client: &Client, port: &Value) -> anyhow::Result<Option<V6Mode>> {
+    let fixed_ips = port["fixed_ips"].as_array().into_iter().flatten();
+    let subnet = fixed_ips
+        .filter(|f| {
+            f["ip_address"]
+                .as_str()
+                .is_some_and(|a| a.parse::<Ipv6Addr>().is_ok())
+        })
+        .find_map(|f| f["subnet_id"].as_str());
+    let Some(subnet) = subnet else {
+        return Ok(None);
+    };
+    let path = format!("/v2.0/subnets/{subnet}");
+    let answer = client
+        .call("GET", &path, None)
+        .await
+        .with_context(|| format!("cannot read the VM's IPv6 subnet {subnet} from Neutron"))?;
+    V6Mode::of(&answer["subnet"]).map(Some)
+}
+
 /// The namespace, the veth (TAP on the host, `eth0` with the port's MAC in the VM), the DHCP
 /// clients; waits until `eth0` has the port's addresses (and, for IPv6, a default route).
-async fn plug(lab: &Lab, vm: &Vm, host_ns: &str) -> anyhow::Result<()> {
+async fn plug(lab: &Lab, vm: &Vm, host_ns: &str, mode: Option<V6Mode>) -> anyhow::Result<()> {
     add_netns(&vm.netns)?;
     let (tap, ns) = (vm.tap.as_str(), vm.netns.as_str());
     sh::ip(&[
@@ -311,8 +368,10 @@ async fn plug(lab: &Lab, vm: &Vm, host_ns: &str) -> anyhow::Result<()> {
     sh::ip(&["-n", ns, "link", "set", "eth0", "up"])?;
     sh::ip(&["-n", host_ns, "link", "set", tap, "up"])?;
     dhcp4(lab, vm).await?;
-    if let Some(ip6) = vm.ip6 {
-        dhcp6(lab, vm, ip6).await?;
+    match (vm.ip6, mode) {
+        (Some(ip6), Some(V6Mode::Stateful)) => dhcp6(lab, vm, ip6).await?,
+        (Some(ip6), Some(mode)) => slaac(lab, vm, ip6, mode).await?,
+        _ => {}
     }
     Ok(())
 }
@@ -360,9 +419,49 @@ async fn dhcp4(lab: &Lab, vm: &Vm) -> anyhow::Result<()> {
 /// and exits when it cannot); waits until `eth0` has the port's IPv6 address as a /128, past
 /// duplicate address detection, and a default route from a router advertisement.
 async fn dhcp6(lab: &Lab, vm: &Vm, ip6: Ipv6Addr) -> anyhow::Result<()> {
+    start_dhclient6(lab, vm, false).await?;
+    let log = lab.log_path(&format!("vm-{}", vm.name));
+    let what = format!(
+        "VM {} to get {ip6} by DHCPv6 and a default route by RA (see {})",
+        vm.name,
+        log.display()
+    );
+    wait_v6(vm, &format!("inet6 {ip6}/128 "), &what).await
+}
+
+/// A `slaac` or `dhcpv6-stateless` subnet: waits until the VM's kernel has made the port's
+/// address from the router advertisements (Neutron computed it from the MAC, EUI-64), past
+/// duplicate address detection, with a default route by RA; `dhcpv6-stateless` then runs
+/// `dhclient -6 -S` for the DNS server and search domain (an Information-Request; the client
+/// keeps refreshing them).
+async fn slaac(lab: &Lab, vm: &Vm, ip6: Ipv6Addr, mode: V6Mode) -> anyhow::Result<()> {
+    if mode == V6Mode::Stateless {
+        // Checked before the wait, so a missing client fails at once.
+        require_dhclient()?;
+    }
+    let what = format!(
+        "VM {} to make {ip6} from the router advertisements (SLAAC) and take a default route \
+         from them (see the host's DHCP agent log)",
+        vm.name
+    );
+    wait_v6(vm, &format!("inet6 {ip6}/"), &what).await?;
+    if mode == V6Mode::Stateless {
+        start_dhclient6(lab, vm, true).await?;
+    }
+    Ok(())
+}
+
+fn require_dhclient() -> anyhow::Result<()> {
     if !Path::new(DHCLIENT).is_file() {
         bail!("{DHCLIENT} is missing: install isc-dhcp-client (the VMs' DHCPv6 client)");
     }
+    Ok(())
+}
+
+/// Starts `dhclient -6` (`-S`: options only) in the VM, once `eth0`'s link-local address is
+/// usable (dhclient binds to it, and exits when it cannot).
+async fn start_dhclient6(lab: &Lab, vm: &Vm, stateless: bool) -> anyhow::Result<()> {
+    require_dhclient()?;
     let ns = vm.netns.as_str();
     let log = lab.log_path(&format!("vm-{}", vm.name));
     let link_local = format!("VM {}'s link-local address", vm.name);
@@ -380,19 +479,23 @@ async fn dhcp6(lab: &Lab, vm: &Vm, ip6: Ipv6Addr) -> anyhow::Result<()> {
     let [Some(script), Some(leases), Some(pid)] = paths else {
         bail!("the lab's directory {} is not UTF-8", lab.dir.display());
     };
-    let args = ["-6", "-d", "-sf", script, "-lf", leases, "-pf", pid, "eth0"];
+    let mut args = vec!["-6", "-d", "-sf", script, "-lf", leases, "-pf", pid, "eth0"];
+    if stateless {
+        args.insert(1, "-S");
+    }
     processes::spawn(Some(ns), Path::new(DHCLIENT), &args, &[], &log)?;
-    let wanted = format!("inet6 {ip6}/128 ");
-    let what = format!(
-        "VM {} to get {ip6} by DHCPv6 and a default route by RA (see {})",
-        vm.name,
-        log.display()
-    );
-    poll(&what, BOOT_LIMIT, || {
+    Ok(())
+}
+
+/// Waits until a line of `eth0`'s IPv6 addresses holds `wanted` and is not tentative, and a
+/// default route from a router advertisement is there.
+async fn wait_v6(vm: &Vm, wanted: &str, what: &str) -> anyhow::Result<()> {
+    let ns = vm.netns.as_str();
+    poll(what, BOOT_LIMIT, || {
         let addresses = sh::ip(&["-n", ns, "-6", "addr", "show", "dev", "eth0"])?;
         let usable = addresses
             .lines()
-            .any(|line| line.contains(&wanted) && !line.contains("tentative"));
+            .any(|line| line.contains(wanted) && !line.contains("tentative"));
         let routes = sh::ip(&["-n", ns, "-6", "route", "show", "default"])?;
         Ok((usable && routes.contains("proto ra")).then_some(()))
     })

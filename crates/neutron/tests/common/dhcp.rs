@@ -29,10 +29,13 @@ esac
 exit 0
 "#;
 
-/// The agent process; SIGTERM (a clean stop) or SIGKILL on `Drop`.
+/// The agent process. On `Drop`, if still running, it is stopped as an operator would
+/// (SIGTERM: it stops its dnsmasq), SIGKILL after 10 s, and then any dnsmasq still serving its
+/// state directory is killed too: a test leaves no process behind.
 pub struct Agent {
     pub child: Child,
     log: PathBuf,
+    state: PathBuf,
 }
 
 impl Agent {
@@ -79,6 +82,7 @@ impl Agent {
         Agent {
             child,
             log: log.to_owned(),
+            state: state.to_owned(),
         }
     }
 
@@ -114,12 +118,95 @@ impl Agent {
 
 impl Drop for Agent {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // Killed by the test already ([`Agent::kill`]): its dnsmasq is left for the next agent
+        // the test starts (a [`DnsmasqGuard`] ends it if the test fails first).
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            kill_dnsmasq_under(&self.state);
+        }
     }
 }
 
-/// Kills what is left in a namespace (dnsmasq, if the agent could not stop it) before it goes.
+/// Ends, when dropped, every dnsmasq serving a state directory under its directory (the
+/// test's): what the agents the test killed left, pass or fail. Declare it after the
+/// directory (locals drop in reverse order).
+pub struct DnsmasqGuard(pub PathBuf);
+
+impl Drop for DnsmasqGuard {
+    fn drop(&mut self) {
+        kill_dnsmasq_under(&self.0);
+    }
+}
+
+fn kill_dnsmasq_under(dir: &Path) {
+    for pid in dnsmasq_under(dir) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+}
+
+/// The live dnsmasq processes (not zombies) serving a state directory under `dir`: found by
+/// their `--dhcp-hostsfile`, wherever they run and whoever their parent is now.
+pub fn dnsmasq_under(dir: &Path) -> Vec<i32> {
+    let flag = format!("--dhcp-hostsfile={}", dir.display());
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<i32> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            comm.trim() == "dnsmasq"
+                && running(*pid)
+                && cmdline.split('\0').any(|arg| arg.starts_with(&flag))
+        })
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// Whether `pid` has not exited (a zombie its new parent has not reaped yet has).
+fn running(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(") ")
+        .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+}
+
+/// Fails naming them if dnsmasq processes of the state directories under `dir` are left.
+pub fn assert_no_dnsmasq_left(dir: &Path) {
+    let left = dnsmasq_under(dir);
+    let lines: Vec<String> = left
+        .iter()
+        .map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            format!(
+                "{pid}: {}",
+                String::from_utf8_lossy(&cmdline).replace('\0', " ")
+            )
+        })
+        .collect();
+    kill_dnsmasq_under(dir);
+    assert!(
+        left.is_empty(),
+        "dnsmasq left running after the test's agents were stopped:\n{}",
+        lines.join("\n")
+    );
+}
+
+/// Kills what is left in a namespace (dnsmasq, if the agent could not stop it) before it goes:
+/// declare it after the namespace (locals drop in reverse order) and, in a struct, before it
+/// (fields drop in order).
 pub struct Reaper(pub String);
 
 impl Drop for Reaper {
@@ -232,11 +319,6 @@ impl Vm {
 /// The pid of the dnsmasq in `ns`, if one runs (an exited one that its new parent has not
 /// reaped yet does not count).
 pub fn dnsmasq_pid(ns: &str) -> Option<i32> {
-    let running = |pid: i32| {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        stat.rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
-    };
     let pids: Vec<i32> = processes_in_netns(ns)
         .into_iter()
         .filter(|(pid, name)| name == "dnsmasq" && running(*pid))

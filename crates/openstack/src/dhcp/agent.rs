@@ -10,7 +10,7 @@ use calico_model::key::Prefix;
 use tokio::time::{Instant, sleep_until};
 
 use super::dnsmasq::Dnsmasq;
-use super::interface::Interface;
+use super::interface::Interfaces;
 use super::names::{self, Names};
 use super::plan::{Plan, plan_with_names};
 use super::render::{Setting, render};
@@ -125,7 +125,7 @@ struct Runner<'a> {
     options: &'a Options,
     agent: Agent,
     neutron: Client,
-    interface: Interface,
+    interfaces: Interfaces,
     dnsmasq: Dnsmasq,
     /// When to apply the plan (set by a change, or a failed apply's retry).
     apply_at: Option<Instant>,
@@ -154,15 +154,14 @@ pub async fn run(
         path: state.display().to_string(),
         source,
     })?;
-    let interface = Interface {
-        name: options.interface.clone(),
+    let interfaces = Interfaces {
+        prefix: options.interface.clone(),
     };
-    interface.ensure()?;
     let mut runner = Runner {
         options,
         agent: Agent::new(&options.host),
         neutron,
-        interface,
+        interfaces,
         dnsmasq: Dnsmasq::new(&options.dnsmasq, state),
         apply_at: None,
         apply_backoff: Backoff::default(),
@@ -175,6 +174,9 @@ pub async fn run(
         restart_backoff: Backoff::default(),
     };
     runner.dnsmasq.stop_stale().await;
+    // `ip` checked at start; what a previous run left stays (no flap on a restart) until the
+    // first plan says which interfaces are wanted.
+    runner.interfaces.check()?;
     tokio::pin!(shutdown);
     let mut watch = None;
     let (mut watch_at, mut watch_backoff) = (Instant::now(), Backoff::default());
@@ -320,7 +322,7 @@ impl Runner<'_> {
             dns_port: self.options.dns_port,
         };
         let rendered = render(plan, &setting);
-        self.interface.sync(&rendered.addresses)?;
+        self.interfaces.sync_all(&rendered.interfaces)?;
         let before = self.dnsmasq.pid();
         self.dnsmasq
             .apply(&rendered, !plan.subnets.is_empty())

@@ -12,9 +12,10 @@ use crate::config::{AuthArgs, duration};
 ///
 /// Watches etcd for the host's endpoints of orchestrator `openstack` (written by
 /// calico-neutron), reads their subnets from Neutron (gateway, DNS servers, host routes, IPv6
-/// modes) and runs dnsmasq with `--bridge-interface=<interface>,tap*`: DHCP requests arriving on
-/// the VMs' TAPs are answered as if they arrived on the interface holding the subnets' gateway
-/// addresses. See docs/openstack.md, "DHCP agent".
+/// modes) and runs dnsmasq with `--bridge-interface=<interface><n>,<tap>,…` per network: DHCP
+/// requests and router solicitations arriving on a VM's TAP are answered as if they arrived on
+/// its network's interface, which holds that network's subnets' gateway addresses. See
+/// docs/openstack.md, "DHCP agent".
 #[derive(Debug, Clone, Parser)]
 #[command(name = "calico-dhcp-agent", version)]
 pub struct DhcpArgs {
@@ -41,9 +42,10 @@ pub struct DhcpArgs {
         default_value = "/var/lib/calico/dhcp"
     )]
     pub state_dir: PathBuf,
-    /// The interface that holds each served subnet's gateway address (a bridge without ports,
-    /// created if missing); at most 15 characters
-    #[arg(long, env = "CALICO_DHCP_INTERFACE", default_value = "ns-calico", value_parser = interface)]
+    /// The prefix of the interfaces holding the served subnets' gateway addresses: one bridge
+    /// without ports per served network, <prefix>0, <prefix>1, … (created and removed by the
+    /// agent); at most 12 characters
+    #[arg(long, env = "CALICO_DHCP_INTERFACE", default_value = "ns-calico", value_parser = interface_prefix)]
     pub interface: String,
     /// The prefix of the VMs' TAP interfaces (Nova: tap + 11 characters of the port id)
     #[arg(long, env = "CALICO_DHCP_TAP_PREFIX", default_value = "tap", value_parser = interface)]
@@ -69,6 +71,19 @@ fn lease(text: &str) -> Result<Duration, String> {
         return Err(format!("{text:?}: dnsmasq's shortest lease is 2m"));
     }
     Ok(value)
+}
+
+/// The interfaces' prefix: an interface name of at most 12 characters (3 left for the
+/// network's number).
+fn interface_prefix(text: &str) -> Result<String, String> {
+    let name = interface(text)?;
+    if name.len() > 12 {
+        return Err(format!(
+            "{text:?}: at most 12 characters (the agent adds each network's number, and an \
+             interface name has at most 15)"
+        ));
+    }
+    Ok(name)
 }
 
 /// A Linux interface name (or prefix): 1 to 15 characters, no `/`, blank, `*` or `,`.
@@ -109,6 +124,11 @@ mod tests {
         let e = err(&["--interface", "a-much-too-long-name"]);
         assert!(
             e.contains("--interface") && e.contains("1 to 15 characters"),
+            "{e}"
+        );
+        let e = err(&["--interface", "ns-calico-dhcp"]);
+        assert!(
+            e.contains("--interface") && e.contains("at most 12 characters"),
             "{e}"
         );
         let e = err(&["--lease-time", "60s"]);

@@ -1,5 +1,6 @@
-//! The interface dnsmasq serves from: a Linux bridge with no ports, holding each served
-//! subnet's gateway address (see docs/openstack.md, "The interface").
+//! The interfaces dnsmasq serves from: one Linux bridge with no ports per served network
+//! (`<prefix><n>`, see `render::interface_names`), holding that network's served subnets'
+//! gateway addresses (see docs/openstack.md, "The interface").
 //!
 //! Why a bridge: upstream uses a dummy link, which this kind of kernel may lack; a bridge is in
 //! every kernel that runs containers, is up with no ports, and needs no peer (a veth pair would
@@ -10,12 +11,57 @@
 //! are added `nodad`: a bridge without ports cannot run duplicate address detection. The
 //! interface accepts no router advertisements (dnsmasq's own would add the prefix as on-link).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use calico_linux::Netns;
 use ipnet::IpNet;
 
 use super::DhcpError;
+
+/// The interfaces named `<prefix><n>`, managed together ([`sync_all`]).
+#[derive(Debug, Clone)]
+pub struct Interfaces {
+    pub prefix: String,
+}
+
+impl Interfaces {
+    /// Makes the bridges `want` names exist with exactly their addresses, and removes the other
+    /// bridges of the prefix (`<prefix><digits>`, and `<prefix>` itself, which earlier agents
+    /// served every network from).
+    pub fn sync_all(&self, want: &BTreeMap<String, BTreeSet<IpNet>>) -> Result<(), DhcpError> {
+        for (name, addresses) in want {
+            let interface = Interface { name: name.clone() };
+            interface.ensure()?;
+            interface.sync(addresses)?;
+        }
+        let text = ip(&["-j", "link", "show", "type", "bridge"])?;
+        for name in bridge_names(&text) {
+            if self.is_ours(&name) && !want.contains_key(&name) {
+                ip(&["link", "del", "dev", &name])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `ip` runs and lists the bridges.
+    pub fn check(&self) -> Result<(), DhcpError> {
+        ip(&["-j", "link", "show", "type", "bridge"]).map(drop)
+    }
+
+    fn is_ours(&self, name: &str) -> bool {
+        name.strip_prefix(self.prefix.as_str())
+            .is_some_and(|rest| rest.chars().all(|c| c.is_ascii_digit()))
+    }
+}
+
+/// The interface names of `ip -j link show` output.
+fn bridge_names(json: &str) -> Vec<String> {
+    let links: Vec<serde_json::Value> = serde_json::from_str(json).unwrap_or_default();
+    links
+        .iter()
+        .filter_map(|l| l["ifname"].as_str().map(str::to_owned))
+        .collect()
+}
 
 /// The interface named `name`, managed with iproute2's `ip`.
 #[derive(Debug, Clone)]
@@ -114,6 +160,17 @@ fn ip(args: &[&str]) -> Result<String, DhcpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_prefix_and_its_numbered_bridges_are_the_agent_s() {
+        let ours = Interfaces {
+            prefix: "ns-calico".into(),
+        };
+        assert!(ours.is_ours("ns-calico") && ours.is_ours("ns-calico12"));
+        assert!(!ours.is_ours("ns-calicox") && !ours.is_ours("br0"));
+        let json = r#"[{"ifname":"ns-calico0"},{"ifname":"br0"}]"#;
+        assert_eq!(bridge_names(json), ["ns-calico0", "br0"]);
+    }
 
     #[test]
     fn global_addresses_are_read_from_ip_json() {

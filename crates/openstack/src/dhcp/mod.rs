@@ -9,8 +9,8 @@
 //!                                                           Agent (endpoints, subnets)
 //!                                                                 │ plan → render (pure)
 //!                                                                 ▼
-//!        interface addresses (ip) ─► hosts/opts/names files ─► dnsmasq: SIGHUP, or restart
-//!                                                                 when the ranges change
+//!  per-network interfaces (ip) ─► hosts/opts/names files ─► dnsmasq: SIGHUP, or restart
+//!                                                       when the ranges or the TAPs change
 //! ```
 //!
 //! One task runs the loop ([`agent::run`]); the etcd watch runs on the datastore's own task and
@@ -23,7 +23,7 @@
 //! | `names` | pure: the ports' `dns_assignment` → host names, domains and address records |
 //! | `plan` | pure: endpoints + subnets + names → served subnets and host entries, and what is left out |
 //! | `render` | pure: plan → dnsmasq's arguments, hosts file, options file, interface addresses |
-//! | `interface` | the interface holding the gateway addresses (a bridge without ports), via `ip` |
+//! | `interface` | the interfaces holding the gateway addresses (a bridge without ports per network), via `ip` |
 //! | `dnsmasq` | the dnsmasq child: files written, SIGHUP, restart, stop |
 //! | `agent` | the state machine and its loop |
 //! | `config` | the command line |

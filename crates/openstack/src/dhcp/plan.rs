@@ -7,7 +7,7 @@
 //! (`dns_assignment`, see `names`) gets its host name and domain in its lease and an address
 //! record for each of its served addresses (SLAAC ones included).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use calico_model::Key;
@@ -38,6 +38,9 @@ pub struct Plan {
     /// By port id.
     pub hosts: Vec<HostEntry>,
     pub left_out: Vec<NotServed>,
+    /// Network id → the TAPs of this host's ports with an address served in it (SLAAC-only
+    /// ports too: they hear the network's router advertisements).
+    pub taps: BTreeMap<String, BTreeSet<String>>,
     /// Some address is in no subnet the agent knows: Neutron may have one it has not read yet.
     pub unknown_subnet: bool,
 }
@@ -68,6 +71,17 @@ pub fn plan_with_names(
                 .push(NotServed::port(&port_id, "no mac: DHCP serves by MAC"));
             continue;
         };
+        if !is_interface_name(&endpoint.name) {
+            plan.left_out.push(NotServed::port(
+                &port_id,
+                format!(
+                    "endpoint name {:?}: not an interface name (its TAP); DHCP and RAs are \
+                     served on the VM's TAP",
+                    endpoint.name
+                ),
+            ));
+            continue;
+        }
         let mut entry = HostEntry {
             port_id: port_id.clone(),
             mac: mac.to_string(),
@@ -81,6 +95,8 @@ pub fn plan_with_names(
             match subnet_of(addr, subnets, &mut checked, &mut plan) {
                 Ok(subnet) => {
                     served.push(addr);
+                    let taps = plan.taps.entry(subnet.network.clone()).or_default();
+                    taps.insert(endpoint.name.clone());
                     add(&mut entry, addr, subnet, &mut plan.left_out);
                 }
                 Err(reason) => plan.left_out.push(NotServed::port(
@@ -102,6 +118,12 @@ pub fn plan_with_names(
     }
     plan.hosts.sort_by(|a, b| a.port_id.cmp(&b.port_id));
     plan
+}
+
+/// A Linux interface name dnsmasq can take in a list: 1 to 15 characters, no `,`, `*`, `/`,
+/// blank or `:`.
+fn is_interface_name(name: &str) -> bool {
+    (1..=15).contains(&name.len()) && !name.contains([',', '*', '/', ' ', ':'])
 }
 
 /// The port id and endpoint of an etcd key and value.

@@ -265,3 +265,27 @@ fn the_plan_does_not_depend_on_the_order_of_subnets() {
     );
     assert_eq!(one, two);
 }
+
+#[test]
+fn each_network_lists_its_ports_taps_and_a_name_that_is_no_interface_is_named() {
+    let value = endpoint("fa:16:3e:00:00:01", &[], &["2001:db8:a41:2::11/128"]);
+    let mut slaac = subnet6("slaac");
+    slaac.network_id = "net-1".into();
+    let served = plan(&endpoints(&[(KEY, &value)]), &[slaac.clone()]);
+    // SLAAC only: no host entry, but the TAP hears its network's RAs.
+    assert_eq!(served.hosts, []);
+    let taps: Vec<(&String, Vec<&String>)> = served
+        .taps
+        .iter()
+        .map(|(n, t)| (n, t.iter().collect()))
+        .collect();
+    assert_eq!(taps, [(&"net-1".to_owned(), vec![&"tapport-1".to_owned()])]);
+    let bad = value.replace("tapport-1", "tap,x");
+    let refused = plan(&endpoints(&[(KEY, &bad)]), &[slaac]);
+    assert!(refused.taps.is_empty());
+    assert_eq!(
+        refused.left_out[0].to_string(),
+        "port port-1: endpoint name \"tap,x\": not an interface name (its TAP); DHCP and RAs \
+         are served on the VM's TAP"
+    );
+}

@@ -1,10 +1,12 @@
 //! Pure: a [`Plan`] → dnsmasq's command line, its hosts file and its options file.
 //!
 //! The command line holds what dnsmasq reads only at start (the ranges: one per served subnet,
-//! `static`, so only the MACs in the hosts file get addresses); the hosts file (`--dhcp-hostsfile`),
-//! the options file (`--dhcp-optsfile`) and the names file (`--addn-hosts`: the address records
-//! of the ports' host names) are re-read on SIGHUP. So a port added or removed costs a SIGHUP,
-//! and only a change of the set of subnets restarts dnsmasq.
+//! `static`, so only the MACs in the hosts file get addresses; the interfaces, one per served
+//! network, and the TAPs aliased to each with `--bridge-interface`); the hosts file
+//! (`--dhcp-hostsfile`), the options file (`--dhcp-optsfile`) and the names file
+//! (`--addn-hosts`: the address records of the ports' host names) are re-read on SIGHUP. So a
+//! port's addresses or names changing cost a SIGHUP, and a TAP or a subnet added or removed
+//! restarts dnsmasq (the leases are in its lease file; a client retries meanwhile).
 //!
 //! DNS: dnsmasq answers on `dns_port` (53; 0 turns DNS off) the names of this host's ports and
 //! nothing else (`--no-resolv`: no upstream, other names are refused); `--bind-dynamic` binds it
@@ -13,7 +15,7 @@
 //! gets dnsmasq itself (its gateway address) as DNS server, as Neutron's DHCP agent gives its
 //! own port.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -45,8 +47,9 @@ pub struct Rendered {
     pub opts: String,
     /// `--addn-hosts`: `address fqdn hostname` per named port's address.
     pub names: String,
-    /// The interface's addresses: each served subnet's gateway with its prefix length.
-    pub addresses: BTreeSet<IpNet>,
+    /// The interfaces, one per served network (see [`interface_names`]), and the addresses
+    /// each holds: its network's served subnets' gateways with their prefix lengths.
+    pub interfaces: BTreeMap<String, BTreeSet<IpNet>>,
 }
 
 pub const HOSTS_FILE: &str = "hosts";
@@ -57,22 +60,43 @@ pub const PID_FILE: &str = "dnsmasq.pid";
 
 /// What dnsmasq is given for `plan`.
 pub fn render(plan: &Plan, setting: &Setting) -> Rendered {
+    let by_network = interface_names(plan, setting.interface);
+    let mut interfaces: BTreeMap<String, BTreeSet<IpNet>> = BTreeMap::new();
+    for subnet in plan.subnets.values() {
+        if let Some(name) = by_network.get(&subnet.network) {
+            let addresses = interfaces.entry(name.clone()).or_default();
+            addresses.insert(subnet.interface_address());
+        }
+    }
     Rendered {
-        args: args(plan, setting),
+        args: args(plan, setting, &by_network),
         hosts: hosts(plan),
         opts: opts(plan),
         names: names(plan),
-        addresses: plan
-            .subnets
-            .values()
-            .map(Served::interface_address)
-            .collect(),
+        interfaces,
     }
 }
 
-fn args(plan: &Plan, setting: &Setting) -> Vec<String> {
+/// Network id → the name of its interface: `<prefix><n>`, `n` counting the served networks
+/// in the order of their ids from 0.
+///
+/// One interface per network, each TAP an alias of its own network's interface only: dnsmasq
+/// sends a TAP the router advertisements (prefixes, RDNSS) of the subnets whose gateways its
+/// interface holds, and answers DHCP on it from those subnets' ranges and options, so a VM
+/// hears its own network only (one interface for all made every VM hear every network's
+/// prefixes).
+pub fn interface_names(plan: &Plan, prefix: &str) -> BTreeMap<String, String> {
+    let networks: BTreeSet<&String> = plan.subnets.values().map(|s| &s.network).collect();
+    networks
+        .into_iter()
+        .enumerate()
+        .map(|(n, network)| (network.clone(), format!("{prefix}{n}")))
+        .collect()
+}
+
+fn args(plan: &Plan, setting: &Setting, interfaces: &BTreeMap<String, String>) -> Vec<String> {
     let file = |name: &str| setting.state_dir.join(name).display().to_string();
-    let (interface, taps) = (setting.interface, format!("{}*", setting.tap_prefix));
+    let taps = format!("{}*", setting.tap_prefix);
     let mut args = vec![
         "--keep-in-foreground".to_owned(),
         // Nothing from /etc/dnsmasq.conf, /etc/hosts or /etc/resolv.conf; no DNS service.
@@ -87,13 +111,21 @@ fn args(plan: &Plan, setting: &Setting) -> Vec<String> {
         format!("--dhcp-leasefile={}", file(LEASE_FILE)),
         // Names the dnsmasq of a previous run that was killed with its agent (see `dnsmasq`).
         format!("--pid-file={}", file(PID_FILE)),
-        format!("--interface={interface}"),
-        // DHCPv6 and RS arrive on the TAPs' multicast groups, which dnsmasq joins only on
-        // interfaces it listens on.
-        format!("--interface={taps}"),
-        "--except-interface=lo".to_owned(),
-        format!("--bridge-interface={interface},{taps}"),
     ];
+    for interface in interfaces.values() {
+        args.push(format!("--interface={interface}"));
+    }
+    // DHCPv6 and RS arrive on the TAPs' multicast groups, which dnsmasq joins only on
+    // interfaces it listens on.
+    args.push(format!("--interface={taps}"));
+    args.push("--except-interface=lo".to_owned());
+    for (network, interface) in interfaces {
+        let Some(taps) = plan.taps.get(network).filter(|t| !t.is_empty()) else {
+            continue;
+        };
+        let taps: Vec<&str> = taps.iter().map(String::as_str).collect();
+        args.push(format!("--bridge-interface={interface},{}", taps.join(",")));
+    }
     if setting.dns_port != 0 {
         args.push("--bind-dynamic".to_owned());
     }

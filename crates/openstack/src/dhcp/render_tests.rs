@@ -41,7 +41,7 @@ fn rendered() -> Rendered {
     for (n, port) in [(11, "port-b"), (12, "port-a")] {
         endpoints.insert(
             format!("/calico/v1/host/h/workload/openstack/vm/endpoint/{port}"),
-            serde_json::json!({"state": "active", "name": "tap", "profile_ids": [],
+            serde_json::json!({"state": "active", "name": format!("tap{port}"), "profile_ids": [],
                 "mac": format!("fa:16:3e:00:00:{n}"),
                 "ipv4_nets": [format!("10.65.0.{n}/32")],
                 "ipv6_nets": [format!("2001:db8:a41:2::{n}/128")]})
@@ -74,10 +74,10 @@ fn dnsmasq_serves_from_the_bridge_for_every_tap_with_one_static_range_per_subnet
             "--addn-hosts=/var/lib/calico/dhcp/names",
             "--dhcp-leasefile=/var/lib/calico/dhcp/leases",
             "--pid-file=/var/lib/calico/dhcp/dnsmasq.pid",
-            "--interface=ns-calico",
+            "--interface=ns-calico0",
             "--interface=tap*",
             "--except-interface=lo",
-            "--bridge-interface=ns-calico,tap*",
+            "--bridge-interface=ns-calico0,tapport-a,tapport-b",
             "--bind-dynamic",
             "--dhcp-range=set:subnet-sub4,10.65.0.0,static,255.255.255.0,86400s",
             "--dhcp-range=set:subnet-sub6,2001:db8:a41:2::,static,off-link,64,86400s",
@@ -108,8 +108,75 @@ fn options_give_router_dns_and_routes_with_the_default_route() {
 
 #[test]
 fn the_interface_holds_each_gateway_with_its_subnets_prefix() {
-    let addresses: Vec<String> = rendered().addresses.iter().map(|a| a.to_string()).collect();
+    let interfaces = rendered().interfaces;
+    let addresses: Vec<String> = interfaces["ns-calico0"]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
     assert_eq!(addresses, ["10.65.0.1/24", "2001:db8:a41:2::1/64"]);
+    assert_eq!(interfaces.len(), 1);
+}
+
+#[test]
+fn each_network_has_its_interface_and_each_tap_is_an_alias_of_its_own_network_s_only() {
+    let mut subnets = subnets();
+    subnets[0].network_id = "net-b".into();
+    subnets[1].network_id = "net-a".into();
+    subnets[1].ipv6_address_mode = Some("slaac".into());
+    subnets[1].ipv6_ra_mode = Some("slaac".into());
+    let mut endpoints = BTreeMap::new();
+    let endpoint = |port: &str, net: &str| {
+        (
+            format!("/calico/v1/host/h/workload/openstack/vm/endpoint/{port}"),
+            serde_json::json!({"state": "active", "name": format!("tap{port}"),
+                "profile_ids": [], "mac": "fa:16:3e:00:00:01", "ipv4_nets": [],
+                "ipv6_nets": [], format!("ipv{}_nets", if net.contains(':') { 6 } else { 4 }): [net]})
+            .to_string(),
+        )
+    };
+    endpoints.extend([
+        endpoint("v4", "10.65.0.11/32"),
+        endpoint("v6", "2001:db8:a41:2::11/128"),
+    ]);
+    let setting = Setting {
+        interface: "ns-calico",
+        tap_prefix: "tap",
+        state_dir: Path::new("/s"),
+        lease_time: Duration::from_secs(86400),
+        dns_port: 0,
+    };
+    let rendered = render(&plan(&endpoints, &subnets), &setting);
+    let interfaces: Vec<(String, Vec<String>)> = rendered
+        .interfaces
+        .iter()
+        .map(|(name, a)| (name.clone(), a.iter().map(|a| a.to_string()).collect()))
+        .collect();
+    // net-a sorts first: ns-calico0.
+    assert_eq!(
+        interfaces,
+        [
+            (
+                "ns-calico0".to_owned(),
+                vec!["2001:db8:a41:2::1/64".to_owned()]
+            ),
+            ("ns-calico1".to_owned(), vec!["10.65.0.1/24".to_owned()]),
+        ]
+    );
+    let bridges: Vec<&String> = rendered
+        .args
+        .iter()
+        .filter(|a| a.starts_with("--bridge-interface") || a.starts_with("--interface"))
+        .collect();
+    assert_eq!(
+        bridges,
+        [
+            "--interface=ns-calico0",
+            "--interface=ns-calico1",
+            "--interface=tap*",
+            "--bridge-interface=ns-calico0,tapv6",
+            "--bridge-interface=ns-calico1,tapv4",
+        ]
+    );
 }
 
 #[test]

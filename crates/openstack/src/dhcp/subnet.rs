@@ -33,6 +33,8 @@ pub enum Mode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Served {
     pub id: String,
+    /// Its network's id: the VMs of one network are served from that network's interface.
+    pub network: String,
     /// The subnet, host bits cleared.
     pub net: IpNet,
     /// The interface address: the gateway with the subnet's prefix length.
@@ -92,6 +94,7 @@ pub fn served(subnet: &DhcpSubnet) -> Result<(Served, Vec<NotServed>), NotServed
     };
     let served = Served {
         id: subnet.id.clone(),
+        network: subnet.network_id.clone(),
         net,
         gateway,
         dns,
