@@ -13,8 +13,16 @@
 //! The collector is pure: tests feed it logged packets and conntrack entries and read records.
 //! One key per (local endpoint, direction, other side, protocol, destination port, verdict,
 //! trail): source ports are aggregated away, as the records' contract says.
+//!
+//! Counting: a connection is one per tuple however often its SYN is retransmitted (until a
+//! reply, each retransmission is ct state new again, so the firewall logs it again); a denied
+//! attempt stays one until conntrack would forget it unreplied (`attempt_secs`). Packets
+//! are what was sent, at both ends: a denied flow's from the log, an allowed one's from
+//! conntrack plus what the log saw and conntrack did not (it never accounts a retransmitted
+//! SYN). An end-of-tier step names the tier's first enforced policy that applies to the
+//! endpoint (upstream's trigger).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,6 +45,14 @@ use tokio::sync::{mpsc, watch};
 /// packet come in one NFLOG batch, so this is generous).
 const STALE_STEPS_SECS: u64 = 5;
 
+/// How long a denied attempt lasts without a packet: as long as conntrack keeps an unreplied
+/// entry (`nf_conntrack_tcp_timeout_syn_sent`, 120 s; `nf_conntrack_udp_timeout`, 30 s, for
+/// the rest). A TCP client's retransmitted SYNs (1, 2, 4, ... 32 s apart) stay one attempt,
+/// also across flushes.
+fn attempt_secs(protocol: u8) -> u64 {
+    if protocol == 6 { 120 } else { 30 }
+}
+
 /// What the collector needs to know of the cluster: the names behind the log prefixes, and who
 /// owns each address.
 #[derive(Debug, Default)]
@@ -46,6 +62,9 @@ pub struct FlowNames {
     pub owners: HashMap<IpAddr, EndpointKey>,
     /// Profiles and labels of each endpoint.
     pub endpoints: HashMap<EndpointKey, (Vec<String>, LabelMap)>,
+    /// The first enforced policy of each tier that applies to a local endpoint: what an
+    /// end-of-tier step names (`end of tier default (policy web applied)`).
+    pub triggers: HashMap<(EndpointKey, String), String>,
     pub hostname: String,
 }
 
@@ -69,7 +88,23 @@ impl FlowNames {
             let profiles = endpoint.profile_ids.iter().map(|p| p.to_string()).collect();
             names.endpoints.insert(key.clone(), (profiles, labels));
         }
+        for (key, program) in &state.endpoints {
+            // Untracked tiers first, so that a tracked tier of the same name wins.
+            for tier in program.untracked_tiers.iter().chain(&program.tiers) {
+                if let Some(first) = tier.policies.first() {
+                    let at = (key.clone(), tier.name.clone());
+                    names.triggers.insert(at, first.name.clone());
+                }
+            }
+        }
         names
+    }
+
+    /// The policy an end-of-tier step of `local`'s `tier` names.
+    fn trigger(&self, local: &EndpointKey, tier: &str) -> Option<String> {
+        self.triggers
+            .get(&(local.clone(), tier.to_owned()))
+            .cloned()
     }
 
     fn side(&self, side: &Side) -> FlowEndpoint {
@@ -114,12 +149,57 @@ struct Totals {
     bytes_out: u64,
 }
 
-/// An allowed connection being counted: its flows (one per direction this host evaluated)
-/// and the counters at the last flush.
-#[derive(Debug, Clone)]
+/// An allowed connection being counted: its flows (one per direction this host evaluated),
+/// and whether a dump saw a reply (then a logged packet of its tuple is a new connection).
+#[derive(Debug, Clone, Default)]
 struct Counted {
-    flows: Vec<FlowKey>,
+    flows: Vec<Counting>,
+    replied: bool,
+}
+
+/// One flow of an allowed connection. Until the reply, every packet of the original direction
+/// is ct state new, so the log sees each one; conntrack does not account a retransmitted SYN
+/// (a SYN_SENT entry says 1 packet after any number of them). `missed` is what the log saw
+/// and conntrack did not, added to conntrack's original-direction counters.
+#[derive(Debug, Clone)]
+struct Counting {
+    flow: FlowKey,
+    /// Original-direction packets and bytes logged.
+    logged: (u64, u64),
+    /// Of those, what came after the first (the retransmissions).
+    retried: (u64, u64),
+    /// Known once a dump saw the connection unreplied (exactly what conntrack missed).
+    missed: Option<(u64, u64)>,
+    /// The counters (original packets, bytes, reply packets, bytes) at the last dump.
     last: (u64, u64, u64, u64),
+}
+
+impl Counting {
+    fn new(flow: FlowKey, length: u64) -> Counting {
+        Counting {
+            flow,
+            logged: (1, length),
+            retried: (0, 0),
+            missed: None,
+            last: (0, 0, 0, 0),
+        }
+    }
+
+    /// What conntrack did not count of what the log saw: exact while the connection is
+    /// unreplied; after the reply (if no dump saw it before), a TCP connection's packets
+    /// logged after the first are the SYNs conntrack ignored, and nothing else was missed.
+    fn missed(&mut self, connection: &Connection, tcp: bool) -> (u64, u64) {
+        if connection.packets_back == 0 {
+            let missed = (
+                self.logged.0.saturating_sub(connection.packets_out),
+                self.logged.1.saturating_sub(connection.bytes_out),
+            );
+            self.missed = Some(missed);
+            return missed;
+        }
+        let retried = if tcp { self.retried } else { (0, 0) };
+        *self.missed.get_or_insert(retried)
+    }
 }
 
 /// What the collector counted beside the records, for Felix's metrics.
@@ -141,8 +221,9 @@ pub struct Collector {
     flows: HashMap<FlowKey, Totals>,
     /// Allowed connections by their original tuple.
     connections: HashMap<Tuple, Counted>,
-    /// Denied connection attempts seen in this interval (a retransmitted SYN is one attempt).
-    denied: HashSet<(PacketHeader, bool)>,
+    /// Denied connection attempts, with when their last packet came: a retransmitted SYN is
+    /// the same attempt until [`attempt_secs`] pass without one.
+    denied: HashMap<(PacketHeader, bool), u64>,
     pub stats: CollectorStats,
     interval_start: u64,
 }
@@ -179,7 +260,7 @@ impl Collector {
             .remove(&(key_of(header), inbound))
             .expect("just added");
         self.stats.trails += 1;
-        self.complete(names, header, inbound, action, steps);
+        self.complete(names, header, inbound, action, steps, now);
     }
 
     /// A connection's trail is complete: count it.
@@ -190,6 +271,7 @@ impl Collector {
         inbound: bool,
         action: Verdict,
         steps: Vec<Logged>,
+        now: u64,
     ) {
         let (local, remote) = if inbound {
             (header.dst, header.src)
@@ -219,13 +301,18 @@ impl Collector {
             protocol: header.protocol,
             dst_port: header.dst_port.filter(|_| has_ports(header.protocol)),
             action,
-            trail: trail_of(&steps),
+            trail: trail_of(&steps, |tier| names.trigger(local, tier)),
         };
         let totals = self.flows.entry(flow.clone()).or_default();
         match action {
             Verdict::Deny => {
                 // What reached the endpoint's policy and was dropped: counted from the log.
-                if self.denied.insert((key_of(header), inbound)) {
+                let attempt = (key_of(header), inbound);
+                let fresh = self
+                    .denied
+                    .insert(attempt, now)
+                    .is_none_or(|last| now.saturating_sub(last) >= attempt_secs(header.protocol));
+                if fresh {
                     totals.connections += 1;
                 }
                 let length = u64::from(header.length);
@@ -238,14 +325,25 @@ impl Collector {
                 }
             }
             Verdict::Allow => {
-                totals.connections += 1;
-                let tuple = tuple_of(header);
-                let counted = self.connections.entry(tuple).or_insert(Counted {
-                    flows: Vec::new(),
-                    last: (0, 0, 0, 0),
-                });
-                if !counted.flows.contains(&flow) {
-                    counted.flows.push(flow);
+                let length = u64::from(header.length);
+                let counted = self.connections.entry(tuple_of(header)).or_default();
+                if counted.replied {
+                    // A new connection on the tuple of one that got its reply (conntrack
+                    // made a new entry, counting from 0).
+                    *counted = Counted::default();
+                }
+                match counted.flows.iter_mut().find(|c| c.flow == flow) {
+                    // Unreplied, so still ct state new: the same connection, sent again.
+                    Some(counting) => {
+                        counting.logged.0 += 1;
+                        counting.logged.1 += length;
+                        counting.retried.0 += 1;
+                        counting.retried.1 += length;
+                    }
+                    None => {
+                        totals.connections += 1;
+                        counted.flows.push(Counting::new(flow, length));
+                    }
                 }
             }
         }
@@ -269,20 +367,24 @@ impl Collector {
                 gone.push(*tuple);
                 continue;
             };
-            let now = (
-                connection.packets_out,
-                connection.bytes_out,
-                connection.packets_back,
-                connection.bytes_back,
-            );
-            let delta = (
-                now.0.saturating_sub(counted.last.0),
-                now.1.saturating_sub(counted.last.1),
-                now.2.saturating_sub(counted.last.2),
-                now.3.saturating_sub(counted.last.3),
-            );
-            counted.last = now;
-            for flow in &counted.flows {
+            let tcp = tuple.protocol == 6;
+            for counting in &mut counted.flows {
+                let missed = counting.missed(connection, tcp);
+                let now = (
+                    connection.packets_out + missed.0,
+                    connection.bytes_out + missed.1,
+                    connection.packets_back,
+                    connection.bytes_back,
+                );
+                let last = counting.last;
+                let delta = (
+                    now.0.saturating_sub(last.0),
+                    now.1.saturating_sub(last.1),
+                    now.2.saturating_sub(last.2),
+                    now.3.saturating_sub(last.3),
+                );
+                counting.last = now;
+                let flow = &counting.flow;
                 let totals = self.flows.entry(flow.clone()).or_default();
                 // The original direction is the client's: into the endpoint for ingress.
                 let (forward, back) = ((delta.0, delta.1), (delta.2, delta.3));
@@ -295,6 +397,7 @@ impl Collector {
                 totals.packets_out += p_out;
                 totals.bytes_out += b_out;
             }
+            counted.replied |= connection.packets_back > 0;
         }
         for tuple in gone {
             self.connections.remove(&tuple);
@@ -307,7 +410,8 @@ impl Collector {
         let start = self.interval_start;
         let end = now.max(start + 1);
         self.interval_start = end;
-        self.denied.clear();
+        self.denied
+            .retain(|(header, _), last| now.saturating_sub(*last) < attempt_secs(header.protocol));
         self.open
             .retain(|_, (first, _)| now.saturating_sub(*first) < STALE_STEPS_SECS);
         let flows = std::mem::take(&mut self.flows);
@@ -373,7 +477,8 @@ fn tier_of(step: &Step) -> Option<&str> {
 /// `next-tier` goes on to the next tier); elsewhere the enforced steps stand. `pending` is
 /// empty when no staged policy matched, or when the trail with them cannot be known (a staged
 /// `next-tier` out of the tier where the enforced trail ended).
-fn trail_of(steps: &[Logged]) -> PolicyTrail {
+fn trail_of(steps: &[Logged], trigger: impl Fn(&str) -> Option<String>) -> PolicyTrail {
+    let hit = |logged: &Logged| hit(logged, &trigger);
     let staged = |logged: &&Logged| matches!(logged.step, Step::StagedPolicy { .. });
     let enforced = steps.iter().filter(|l| !staged(l)).map(hit).collect();
     if !steps.iter().any(|l| staged(&l)) {
@@ -413,12 +518,13 @@ fn action_of(action: StepAction) -> Action {
     }
 }
 
-fn hit(logged: &Logged) -> PolicyHit {
+/// The step as a trail's hit; `trigger` names the policy of a tier that applied.
+fn hit(logged: &Logged, trigger: &impl Fn(&str) -> Option<String>) -> PolicyHit {
     let action = action_of(logged.action);
     match &logged.step {
         Step::Policy { tier, name, rule } => PolicyHit::policy(tier, name, *rule, action),
         Step::StagedPolicy { tier, name, rule } => PolicyHit::staged(tier, name, *rule, action),
-        Step::EndOfTier { tier } => PolicyHit::end_of_tier(tier, None),
+        Step::EndOfTier { tier } => PolicyHit::end_of_tier(tier, trigger(tier).as_deref()),
         Step::Profile { name, rule } => PolicyHit::profile(name, *rule, action),
         Step::MissingProfile { name } => PolicyHit::missing_profile(name),
         Step::NoProfileMatched => PolicyHit::no_profile_matched(),

@@ -95,7 +95,7 @@ fn a_staged_deny_is_the_pending_trail_and_decides_nothing() {
         logged(web(0), StepAction::Allow),
     ];
     assert_eq!(verdict_of(&steps[0]), None, "a staged step never decides");
-    let mut trail = trail_of(&steps);
+    let mut trail = trail_of(&steps, |_| None);
     assert_eq!(
         shown(&trail.enforced),
         [
@@ -118,7 +118,7 @@ fn a_staged_next_tier_skips_its_tier_and_the_rest_stands() {
         logged(staged("t", "relax"), StepAction::NextTier),
         logged(gate(0), StepAction::Deny),
     ];
-    let trail = trail_of(&steps);
+    let trail = trail_of(&steps, |_| None);
     assert_eq!(shown(&trail.enforced), ["tier t policy gate rule 1: deny"]);
     assert!(
         trail.pending.is_empty(),
@@ -130,7 +130,7 @@ fn a_staged_next_tier_skips_its_tier_and_the_rest_stands() {
         logged(gate(1), StepAction::NextTier),
         logged(web(0), StepAction::Allow),
     ];
-    let mut trail = trail_of(&steps);
+    let mut trail = trail_of(&steps, |_| None);
     assert_eq!(
         shown(&trail.pending),
         [
@@ -140,7 +140,7 @@ fn a_staged_next_tier_skips_its_tier_and_the_rest_stands() {
     );
     trail.validate().unwrap();
 
-    let plain = trail_of(&steps[1..]);
+    let plain = trail_of(&steps[1..], |_| None);
     assert!(plain.pending.is_empty(), "no staged step: no pending trail");
 }
 
@@ -258,4 +258,144 @@ fn what_is_not_ours_is_counted_not_reported() {
         (1, 1)
     );
     assert!(collector.flush(&names, 1_000_000_015).is_empty());
+}
+
+/// `packet` with the source port `port` and the direction `inbound`.
+fn sent(step: Step, action: StepAction, inbound: bool, port: u16) -> LoggedPacket {
+    let (src, dst) = match inbound {
+        true => ("192.0.2.9", "10.0.0.1"),
+        false => ("10.0.0.1", "192.0.2.9"),
+    };
+    let mut logged = packet(step, action, src, dst, 6379);
+    logged.prefix = prefix(&names_step(&logged.prefix), action, inbound);
+    if let Some(header) = &mut logged.header {
+        header.src_port = Some(port);
+    }
+    logged
+}
+
+fn names_step(prefix: &str) -> Step {
+    names().decoder.decode(prefix).expect("a known step").step
+}
+
+#[test]
+fn retransmitted_denied_syns_are_one_attempt_across_flushes() {
+    let names = names();
+    let mut collector = Collector::new(1_000_000_000);
+    let mut connections = 0;
+    let mut packets = 0;
+    // Two attempts, each a SYN and its retransmission 1 s later, the first across a flush.
+    for (port, at) in [(40_001, 1_000_000_004), (40_002, 1_000_000_010)] {
+        for t in [at, at + 1] {
+            let syn = sent(gate(0), StepAction::Deny, true, port);
+            collector.logged(&names, &syn, t);
+            if t == 1_000_000_004 {
+                for r in collector.flush(&names, 1_000_000_005) {
+                    connections += r.connections_started;
+                    packets += r.packets_in;
+                }
+            }
+        }
+    }
+    for r in collector.flush(&names, 1_000_000_015) {
+        connections += r.connections_started;
+        packets += r.packets_in;
+    }
+    assert_eq!((connections, packets), (2, 4), "two attempts of two SYNs");
+
+    // The same tuple after conntrack would have forgotten it is a new attempt.
+    let late = sent(gate(0), StepAction::Deny, true, 40_001);
+    collector.logged(&names, &late, 1_000_000_005 + 120);
+    let records = collector.flush(&names, 1_000_000_130);
+    assert_eq!(records[0].connections_started, 1, "{records:?}");
+}
+
+/// The egress of an allowed connection to `192.0.2.9:6379` from source port `port`.
+fn allowed_out(port: u16) -> LoggedPacket {
+    sent(web(0), StepAction::Allow, false, port)
+}
+
+fn tracked(port: u16, out: u64, back: u64) -> Connection {
+    let tuple = Tuple {
+        src: "10.0.0.1".parse().unwrap(),
+        dst: "192.0.2.9".parse().unwrap(),
+        protocol: 6,
+        src_port: Some(port),
+        dst_port: Some(6379),
+    };
+    Connection {
+        original: tuple,
+        reply: reversed(&tuple),
+        packets_out: out,
+        bytes_out: out * 60,
+        packets_back: back,
+        bytes_back: back * 60,
+    }
+}
+
+#[test]
+fn retransmitted_allowed_syns_are_one_connection_counting_every_syn() {
+    let names = names();
+    let mut collector = Collector::new(1_000_000_000);
+    // Never answered: conntrack's SYN_SENT entry says 1 packet after two SYNs.
+    collector.logged(&names, &allowed_out(40_001), 1_000_000_001);
+    collector.logged(&names, &allowed_out(40_001), 1_000_000_002);
+    // Answered after its retransmission, and no dump saw it unreplied.
+    collector.logged(&names, &allowed_out(40_002), 1_000_000_003);
+    collector.logged(&names, &allowed_out(40_002), 1_000_000_004);
+    collector.counted(&[tracked(40_001, 1, 0), tracked(40_002, 3, 2)]);
+    let records = collector.flush(&names, 1_000_000_015);
+    assert_eq!(records.len(), 1, "{records:?}");
+    let r = &records[0];
+    assert_eq!(r.direction, FlowDirection::Egress);
+    assert_eq!(
+        (
+            r.connections_started,
+            r.packets_out,
+            r.bytes_out,
+            r.packets_in
+        ),
+        (2, 2 + 4, 6 * 60, 2),
+        "every SYN sent, once per connection: {r:?}"
+    );
+
+    // A dump that saw the first unreplied knows exactly; the reply adds only what came since.
+    collector.counted(&[tracked(40_001, 2, 1), tracked(40_002, 3, 2)]);
+    let records = collector.flush(&names, 1_000_000_030);
+    assert_eq!(
+        (
+            records[0].connections_started,
+            records[0].packets_out,
+            records[0].packets_in
+        ),
+        (0, 1, 1)
+    );
+
+    // A logged packet of a replied connection's tuple is a new connection.
+    collector.logged(&names, &allowed_out(40_002), 1_000_000_031);
+    collector.counted(&[tracked(40_001, 2, 1), tracked(40_002, 1, 0)]);
+    let records = collector.flush(&names, 1_000_000_045);
+    assert_eq!(
+        (records[0].connections_started, records[0].packets_out),
+        (1, 1)
+    );
+}
+
+#[test]
+fn an_end_of_tier_step_names_the_policy_that_applied() {
+    let names = names();
+    let mut collector = Collector::new(1_000_000_000);
+    let end = Step::EndOfTier {
+        tier: "t".to_owned(),
+    };
+    let dropped = sent(end, StepAction::Deny, false, 40_001);
+    collector.logged(&names, &dropped, 1_000_000_001);
+    let records = collector.flush(&names, 1_000_000_015);
+    assert_eq!(records.len(), 1, "{records:?}");
+    let mut r = records[0].clone();
+    r.validate().unwrap();
+    assert_eq!(
+        shown(&r.policies.enforced),
+        ["end of tier t (policy gate applied): deny"]
+    );
 }
