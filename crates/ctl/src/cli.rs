@@ -97,7 +97,7 @@ pub enum Command {
     /// the tier, policy and rule that decided it (and what staged policies would decide). Lists
     /// the flows (newest first), follows them live (--follow), or runs `policy explain` for one
     /// and compares it with the recorded trail (--explain). See docs/observability.md
-    #[command(after_help = help::FLOWS_EXAMPLES)]
+    #[command(after_help = help::FLOWS_EXAMPLES, override_usage = help::FLOWS_USAGE)]
     Flows(FlowsArgs),
 }
 
@@ -197,28 +197,34 @@ fn parse_duration_arg(text: &str) -> Result<std::time::Duration, String> {
     }
 }
 
+/// The help heading of the flags that choose between listing, following and explaining.
+const FORMS: &str = "List, follow or explain";
+
 #[derive(Debug, Args)]
 pub struct FlowsArgs {
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Which flows")]
     pub filter: FlowFilterArgs,
     /// Print flows as the aggregator receives them, until Ctrl-C (the live stream: from now on,
     /// so without --since, --until or --limit)
-    #[arg(long, conflicts_with_all = ["since", "until", "limit", "explain", "id"])]
+    #[arg(long, help_heading = FORMS, conflicts_with_all = ["since", "until", "limit", "explain", "id"])]
     pub follow: bool,
     /// The most flows listed, newest first (the aggregator's default: 1000; at most 10000)
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    #[arg(long, help_heading = FORMS, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub limit: Option<u64>,
     /// Run `policy explain` for one flow and compare it with the trail the data plane recorded:
     /// the flow numbered N in the # column of the same listing (same filters), or the one
     /// --id names
-    #[arg(long, value_name = "N", num_args = 0..=1)]
+    #[arg(long, help_heading = FORMS, value_name = "N", num_args = 0..=1)]
     pub explain: Option<Option<usize>>,
     /// Only the flow with this id (the ID column, or "id" in -o json): 16 hex digits
-    #[arg(long, value_name = "ID")]
+    #[arg(long, help_heading = FORMS, value_name = "ID")]
     pub id: Option<String>,
-    #[command(flatten)]
+    #[command(
+        flatten,
+        next_help_heading = "The aggregator (every form; has a default)"
+    )]
     pub aggregator: FlowsUrl,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Output")]
     pub output: ReportOutput,
 }
 
@@ -568,9 +574,10 @@ pub enum SelectorCommand {
 
 #[derive(Debug, Args)]
 pub struct GetArgs {
-    /// A kind of resource (tier, policy, profile, workloadEndpoint, hostEndpoint, ipPool,
-    /// bgpPeer, node, felixConfig, ipamConfig; plurals, upstream's short names such as pol, wep,
-    /// ipp, and any case too), or a key or prefix of the datastore (starting with /)
+    /// A kind of resource (tier, policy, stagedPolicy, profile, workloadEndpoint, hostEndpoint,
+    /// ipPool, bgpPeer, node, felixConfig, ipamConfig; plurals, upstream's short names such as
+    /// pol, spol, wep, ipp, and any case too), or a key or prefix of the datastore (starting
+    /// with /)
     #[arg(value_parser = TargetParser, hide_possible_values = true)]
     pub target: String,
     /// Only the resources of this name (metadata.name)

@@ -150,6 +150,12 @@ pub const SELECTOR_EVAL_EXAMPLES: &str = "Examples:
   echo '{\"selector\": \"role == \\\"db\\\"\", \"labels\": {\"role\": \"db\"}}' | calicoctl selector eval
   # prints: true";
 
+/// `calicoctl flows`' usage: its three forms, each flag optional (both addresses have defaults,
+/// and only `--explain` reads etcd).
+pub const FLOWS_USAGE: &str = "calicoctl flows [FILTER...] [--limit N] [--id ID] [--flows-url URL] [-o FORMAT]
+       calicoctl flows --follow [FILTER...] [--flows-url URL] [-o FORMAT]
+       calicoctl flows --explain [N | --id ID] [FILTER...] [--flows-url URL] [--etcd-endpoints ENDPOINTS]";
+
 pub const FLOWS_EXAMPLES: &str = "Examples:
   calicoctl flows                                   # the newest flows (at most 1000) as a table
   calicoctl flows --action deny --since 10m         # what was denied in the last ten minutes
@@ -159,10 +165,12 @@ pub const FLOWS_EXAMPLES: &str = "Examples:
   calicoctl flows --explain --id 5f3a9c0e12b4d687   # the same flow whichever its place
   calicoctl flows --flows-url http://10.99.0.1:7480 --since 2026-11-27T15:00:00Z
 
-The aggregator is --flows-url, or CALICO_FLOWS_URL, or http://127.0.0.1:7480. --since and
---until bound a flow's start time: a duration before now (15m) or an RFC 3339 time.
---explain reads the datastore (--etcd-endpoints) and says whether `policy explain` agrees with
-the recorded trail; a disagreement is named as a policy changed since, or a bug.
+No flag is required. The aggregator is --flows-url, or CALICO_FLOWS_URL, or
+http://127.0.0.1:7480. Only --explain reads the datastore (--etcd-endpoints, or ETCD_ENDPOINTS,
+or http://127.0.0.1:2379): listing and --follow never touch etcd. --since and --until bound a
+flow's start time: a duration before now (15m) or an RFC 3339 time. --explain says whether
+`policy explain` agrees with the recorded trail; a disagreement is named as a policy changed
+since, or a bug.
 Exit status: 0 when the flows were listed (none is not an error) or --follow ended by Ctrl-C;
 1 when the aggregator cannot be reached or the stream broke, or the flow to explain is not
 found.";

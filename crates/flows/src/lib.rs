@@ -5,7 +5,7 @@
 //!
 //! | module | owns |
 //! | --- | --- |
-//! | `window` | the bounded window (pure): insert and sum per key and bucket, evict, expire, query, hints |
+//! | `window` | the bounded window (pure): insert and sum per key and bucket, evict, expire, query, hints (`footprint`: what an entry costs, as malloc hands it out; `labels`: kept compact) |
 //! | `ingest` | a batch body → each record validated on its own, refused by field and reason |
 //! | `aggregator` | `Aggregator` (window + metrics + live stream), `Settings` |
 //! | `server` | the routes over it, ingestion and queries, `serve` (`reply`: JSON answers and errors) |

@@ -11,12 +11,15 @@
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
-use std::mem::size_of;
 
 use calico_flowlog::FlowFilter;
 use calico_flowlog::protocol::{FlowList, FlowResult, Hints, MAX_HINTS};
-use calico_model::flow::{FlowEndpoint, FlowRecord, PolicyHit, PolicyTrail};
+use calico_model::flow::{FlowEndpoint, FlowRecord, PolicyTrail};
 use ipnet::IpNet;
+
+pub use footprint::footprint;
+use footprint::stored;
+use labels::Labels;
 
 /// The bounds of the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +72,9 @@ pub struct Removed {
 #[derive(Debug)]
 struct Entry {
     hash: u64,
+    /// The record, its labels taken out into `labels` (source, destination).
     flow: FlowRecord,
+    labels: [Labels; 2],
     records: u64,
     footprint: usize,
 }
@@ -78,8 +83,9 @@ struct Entry {
 #[derive(Debug)]
 pub struct Window {
     limits: Limits,
-    /// (bucket, sequence) → entry: the first is the oldest.
-    entries: BTreeMap<(u64, u64), Entry>,
+    /// (bucket, sequence) → entry: the first is the oldest. Boxed: a B-tree leaf has room for
+    /// 11 values and keeps about 6, so an entry of its own costs less than 5 empty slots.
+    entries: BTreeMap<(u64, u64), Box<Entry>>,
     /// (bucket, key hash) → sequences of the entries with that hash (collisions are compared).
     index: HashMap<(u64, u64), Vec<u64>>,
     memory: usize,
@@ -123,7 +129,7 @@ impl Window {
     }
 
     /// Takes one valid record.
-    pub fn insert(&mut self, record: FlowRecord, now: u64) -> Outcome {
+    pub fn insert(&mut self, mut record: FlowRecord, now: u64) -> Outcome {
         let retention = self.limits.retention;
         if retention > 0 && record.end_time.saturating_add(retention) < now {
             return Outcome::Dropped(DropReason::Expired);
@@ -133,13 +139,17 @@ impl Window {
         if let Some(seq) = self.find(bucket, hash, &record) {
             let entry = self.entries.get_mut(&(bucket, seq)).expect("indexed");
             let before = entry.footprint;
+            if record.end_time >= entry.flow.end_time {
+                entry.labels = take_labels(&mut record);
+            }
             merge(&mut entry.flow, &record);
             entry.records += 1;
-            entry.footprint = footprint(&entry.flow);
+            entry.footprint = stored(&entry.flow, &entry.labels);
             self.memory = self.memory - before + entry.footprint;
             self.shrink();
             return Outcome::Merged;
         }
+        compact(&mut record);
         let size = footprint(&record);
         let full = self.entries.len() >= self.limits.max_flows
             || self.memory + size > self.limits.max_memory;
@@ -150,13 +160,15 @@ impl Window {
         let seq = self.next;
         self.next += 1;
         self.index.entry((bucket, hash)).or_default().push(seq);
+        let labels = take_labels(&mut record);
         let entry = Entry {
             hash,
             flow: record,
+            labels,
             records: 1,
             footprint: size,
         };
-        self.entries.insert((bucket, seq), entry);
+        self.entries.insert((bucket, seq), Box::new(entry));
         self.memory += size;
         self.shrink();
         Outcome::Added
@@ -188,18 +200,28 @@ impl Window {
     /// the `limit` flows answered are copied, so a query costs little memory however large the
     /// window.
     pub fn query(&self, filter: &FlowFilter, now: u64, limit: usize) -> FlowList {
-        let mut groups: HashMap<u64, Vec<Group<'_>>> = HashMap::new();
+        // One group per key, and the first group of each hash: keys of one hash (rare) chain
+        // through `next`. A few dozen bytes per flow matched, so a query of the whole window
+        // costs a fraction of it.
+        let mut groups: Vec<Group<'_>> = Vec::new();
+        let mut first: HashMap<u64, usize> = HashMap::new();
         for entry in self.entries.values() {
             if !filter.matches(&entry.flow, now) {
                 continue;
             }
-            let group = groups.entry(entry.hash).or_default();
-            match group.iter_mut().find(|g| same_key(g.latest, &entry.flow)) {
-                Some(group) => group.add(entry),
-                None => group.push(Group::of(entry)),
+            let mut at = first.get(&entry.hash).copied();
+            while let Some(i) = at.filter(|i| !same_key(&groups[*i].latest.flow, &entry.flow)) {
+                at = groups[i].next;
+            }
+            match at {
+                Some(i) => groups[i].add(entry),
+                None => {
+                    let mut group = Group::of(entry);
+                    group.next = first.insert(entry.hash, groups.len());
+                    groups.push(group);
+                }
             }
         }
-        let mut groups: Vec<Group<'_>> = groups.into_values().flatten().collect();
         groups.sort_by(|a, b| b.end.cmp(&a.end).then(a.hash.cmp(&b.hash)));
         let total = groups.len();
         let flows = groups.iter().take(limit).map(Group::result).collect();
@@ -295,11 +317,13 @@ impl Window {
 struct Group<'a> {
     hash: u64,
     /// The entry that ended last: its profiles and labels are the flow's.
-    latest: &'a FlowRecord,
+    latest: &'a Entry,
     start: u64,
     end: u64,
     sums: [u64; 5],
     records: u64,
+    /// The next group of the same hash (another key).
+    next: Option<usize>,
 }
 
 impl<'a> Group<'a> {
@@ -307,11 +331,12 @@ impl<'a> Group<'a> {
         let f = &entry.flow;
         Group {
             hash: entry.hash,
-            latest: f,
+            latest: entry,
             start: f.start_time,
             end: f.end_time,
             sums: counters(f),
             records: entry.records,
+            next: None,
         }
     }
 
@@ -320,7 +345,7 @@ impl<'a> Group<'a> {
         self.start = self.start.min(f.start_time);
         if f.end_time >= self.end {
             self.end = f.end_time;
-            self.latest = f;
+            self.latest = entry;
         }
         for (sum, add) in self.sums.iter_mut().zip(counters(f)) {
             *sum = sum.saturating_add(add);
@@ -329,7 +354,9 @@ impl<'a> Group<'a> {
     }
 
     fn result(&self) -> FlowResult {
-        let mut flow = self.latest.clone();
+        let mut flow = self.latest.flow.clone();
+        flow.source.labels = labels::to_map(&self.latest.labels[0]);
+        flow.destination.labels = labels::to_map(&self.latest.labels[1]);
         flow.start_time = self.start;
         flow.end_time = self.end;
         [
@@ -408,18 +435,34 @@ pub fn key_hash(record: &FlowRecord) -> u64 {
     hasher.finish()
 }
 
+/// Both sides' labels, taken out of the record to be kept compact (`labels.rs`).
+fn take_labels(flow: &mut FlowRecord) -> [Labels; 2] {
+    [
+        labels::take(&mut flow.source.labels),
+        labels::take(&mut flow.destination.labels),
+    ]
+}
+
+/// Gives back the room a parser's growing lists keep (a list of 2 is read into room for 4):
+/// the entry keeps its record for as long as the window holds it.
+fn compact(flow: &mut FlowRecord) {
+    for side in [&mut flow.source, &mut flow.destination] {
+        side.profiles.shrink_to_fit();
+    }
+    flow.policies.enforced.shrink_to_fit();
+    flow.policies.pending.shrink_to_fit();
+}
+
 /// Adds `more` (same key) into `into`: the earliest start, the latest end, counters summed,
-/// profiles and labels of the later record.
+/// profiles of the later record (its labels are taken by the caller).
 fn merge(into: &mut FlowRecord, more: &FlowRecord) {
     into.start_time = into.start_time.min(more.start_time);
     if more.end_time >= into.end_time {
         into.end_time = more.end_time;
         into.source.profiles.clone_from(&more.source.profiles);
-        into.source.labels.clone_from(&more.source.labels);
         into.destination
             .profiles
             .clone_from(&more.destination.profiles);
-        into.destination.labels.clone_from(&more.destination.labels);
     }
     for (sum, add) in [
         (&mut into.packets_in, more.packets_in),
@@ -432,32 +475,7 @@ fn merge(into: &mut FlowRecord, more: &FlowRecord) {
     }
 }
 
-/// Bytes an entry costs, estimated: the entry and its share of the maps, plus every string.
-/// The estimate errs high (allocator rounding, map slack) so the cap holds in RSS terms.
-pub fn footprint(flow: &FlowRecord) -> usize {
-    const STRING: usize = size_of::<String>() + 16;
-    const MAP_SLOTS: usize = 2 * size_of::<(u64, u64)>() + size_of::<Vec<u64>>() + 64;
-    let text = |s: &str| s.len() + 16;
-    let side = |e: &FlowEndpoint| {
-        e.key.as_deref().map_or(0, text)
-            + e.profiles.iter().map(|p| STRING + text(p)).sum::<usize>()
-            + e.labels
-                .iter()
-                .map(|(k, v)| 2 * STRING + text(k) + text(v) + 32)
-                .sum::<usize>()
-    };
-    let step = |s: &PolicyHit| {
-        size_of::<PolicyHit>()
-            + s.tier.as_deref().map_or(0, text)
-            + s.name.as_deref().map_or(0, text)
-    };
-    size_of::<Entry>()
-        + MAP_SLOTS
-        + text(&flow.reporter)
-        + side(&flow.source)
-        + side(&flow.destination)
-        + flow.policies.steps().map(step).sum::<usize>()
-}
-
+mod footprint;
+mod labels;
 #[cfg(test)]
 mod tests;

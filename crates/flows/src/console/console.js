@@ -216,18 +216,15 @@ function renderDetail() {
   document.getElementById('detail-fields').replaceChildren(...fields);
   renderTrail(document.getElementById('trail-enforced'), f.policies.enforced);
   renderTrail(document.getElementById('trail-pending'), f.policies.pending || []);
-  document.getElementById('explain').textContent = explainCommand(f);
+  document.getElementById('explain').textContent = explainCommand(result);
 }
 
-// The `calicoctl policy explain` command for one packet of the flow, at the reporting endpoint.
-function explainCommand(f) {
-  const ingress = f.direction === 'ingress';
-  const local = ingress ? f.destination : f.source;
-  const other = ingress ? f.source : f.destination;
-  const address = other.net ? other.net.replace(/\/(32|128)$/, '') : `ADDRESS-OF-${sideName(other)}`;
-  const port = f.dst_port === undefined ? '' : ` --dst-port ${f.dst_port}`;
-  return `calicoctl policy explain --endpoint '${local.key}' --direction ${ingress ? 'inbound' : 'outbound'} ` +
-    `${ingress ? '--src' : '--dst'} '${address}' --protocol ${f.protocol}${port}`;
+// The command that explains the flow now and compares it with its recorded trail, as it runs
+// when pasted: the flow by its id, from this aggregator (the page's own origin). A
+// `policy explain` line cannot be given instead: a record names a workload by its key, not
+// its address, and `calicoctl flows --explain` prints the `policy explain` it ran.
+function explainCommand(result) {
+  return `calicoctl flows --explain --id ${result.id} --flows-url ${location.origin}`;
 }
 
 function renderGraph() {

@@ -64,7 +64,7 @@ fn assert_consistent(window: &Window) {
     assert_eq!(indexed, window.entries.len(), "index size");
     for ((bucket, seq), entry) in &window.entries {
         assert!(window.index[&(*bucket, entry.hash)].contains(seq));
-        assert_eq!(entry.footprint, footprint(&entry.flow));
+        assert_eq!(entry.footprint, super::stored(&entry.flow, &entry.labels));
     }
 }
 
