@@ -4,7 +4,7 @@
 //! is made on a short-lived thread that entered it first ([`in_netns`]), and keeps working from
 //! any thread afterwards.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 use futures::{StreamExt, TryStreamExt};
 use ipnet::IpNet;
@@ -15,14 +15,13 @@ use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage, State
 use rtnetlink::packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
 };
-use rtnetlink::packet_route::route::{
-    RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope,
-};
+use rtnetlink::packet_route::route::{RouteMessage, RouteProtocol, RouteScope};
 use rtnetlink::sys::AsyncSocket;
 use rtnetlink::{Handle, MulticastGroup, RouteMessageBuilder};
 
-use crate::Netns;
+use crate::{Family, Netns};
 
+mod dump;
 mod monitor;
 mod plumb;
 mod routes;
@@ -194,23 +193,8 @@ impl Netlink {
 
     /// Calico's routes ([`ROUTE_PROTOCOL`]) in the main table, IPv4 and IPv6.
     pub async fn calico_routes(&self) -> Result<Vec<Route>, NetlinkError> {
-        let mut routes = Vec::new();
-        let dumps = [
-            RouteMessageBuilder::<Ipv4Addr>::new().build(),
-            RouteMessageBuilder::<Ipv6Addr>::new().build(),
-        ];
-        for dump in dumps {
-            let messages: Vec<RouteMessage> = self
-                .handle
-                .route()
-                .get(dump)
-                .execute()
-                .try_collect()
-                .await
-                .map_err(request_error("list routes"))?;
-            routes.extend(messages.iter().filter_map(calico_route));
-        }
-        Ok(routes)
+        let routes = self.dump_routes(&[Family::V4, Family::V6]).await?;
+        Ok(routes.iter().filter_map(calico_route).collect())
     }
 
     fn route_message(route: &Route) -> Result<RouteMessage, NetlinkError> {
@@ -334,34 +318,11 @@ fn link_of(message: &LinkMessage) -> Option<Link> {
     })
 }
 
-fn calico_route(message: &RouteMessage) -> Option<Route> {
-    let header = &message.header;
-    if u8::from(header.protocol) != ROUTE_PROTOCOL {
-        return None;
-    }
-    let mut table = u32::from(header.table);
-    let mut destination = None;
-    let mut ifindex = None;
-    for attribute in &message.attributes {
-        match attribute {
-            RouteAttribute::Table(t) => table = *t,
-            RouteAttribute::Destination(RouteAddress::Inet(a)) => {
-                destination = Some(IpAddr::V4(*a))
-            }
-            RouteAttribute::Destination(RouteAddress::Inet6(a)) => {
-                destination = Some(IpAddr::V6(*a))
-            }
-            RouteAttribute::Oif(i) => ifindex = Some(*i),
-            _ => {}
-        }
-    }
-    if table != u32::from(MAIN_TABLE) {
-        return None;
-    }
-    let destination = IpNet::new(destination?, header.destination_prefix_length).ok()?;
-    Some(Route {
-        destination,
-        ifindex: ifindex?,
+/// A route of Calico's, in the main table through an interface.
+fn calico_route(route: &dump::KernelRoute) -> Option<Route> {
+    (route.protocol == ROUTE_PROTOCOL && route.table == u32::from(MAIN_TABLE)).then_some(Route {
+        destination: route.destination,
+        ifindex: route.ifindex?,
     })
 }
 
@@ -472,5 +433,42 @@ impl LinkEvents {
                 _ => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dump::KernelRoute;
+    use rtnetlink::packet_route::route::RouteType;
+
+    fn kernel_route(protocol: u8, table: u32, ifindex: Option<u32>) -> KernelRoute {
+        KernelRoute {
+            kind: RouteType::Unicast,
+            protocol,
+            onlink: false,
+            table,
+            destination: "10.65.0.3/32".parse().unwrap(),
+            gateway: None,
+            ifindex,
+            metric: 0,
+        }
+    }
+
+    #[test]
+    fn calico_routes_are_ours_in_the_main_table_through_an_interface() {
+        assert_eq!(
+            calico_route(&kernel_route(ROUTE_PROTOCOL, 254, Some(7))),
+            Some(Route {
+                destination: "10.65.0.3/32".parse().unwrap(),
+                ifindex: 7,
+            })
+        );
+        assert_eq!(calico_route(&kernel_route(4, 254, Some(7))), None);
+        assert_eq!(
+            calico_route(&kernel_route(ROUTE_PROTOCOL, 100, Some(7))),
+            None
+        );
+        assert_eq!(calico_route(&kernel_route(ROUTE_PROTOCOL, 254, None)), None);
     }
 }

@@ -3,16 +3,16 @@
 //! ([`RouteEvents`]). Routes of other tables, and local, broadcast, anycast and multicast
 //! routes, are not part of it.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use ipnet::IpNet;
+use rtnetlink::MulticastGroup;
 use rtnetlink::packet_core::NetlinkPayload;
 use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::packet_route::route::{RouteAttribute, RouteMessage, RouteType};
-use rtnetlink::{MulticastGroup, RouteMessageBuilder};
+use rtnetlink::packet_route::route::{RouteMessage, RouteType};
 
-use super::routes::{destination_of, ip_of};
+use super::dump::KernelRoute;
 use super::{MAIN_TABLE, Netlink, NetlinkError, Notifications, subscribe};
 use crate::{Family, Netns};
 
@@ -36,57 +36,29 @@ pub enum RouteEvent {
 
 /// The main-table route a route message describes, if it is one.
 pub(crate) fn main_route_of(message: &RouteMessage) -> Option<MainRoute> {
-    let header = &message.header;
+    KernelRoute::of(message).as_ref().and_then(main_route)
+}
+
+/// A route of the main table that goes somewhere or nowhere on purpose (not local,
+/// broadcast, anycast or multicast).
+fn main_route(route: &KernelRoute) -> Option<MainRoute> {
     let kinds = [
         RouteType::Unicast,
         RouteType::BlackHole,
         RouteType::Unreachable,
         RouteType::Prohibit,
     ];
-    if !kinds.contains(&header.kind) {
-        return None;
-    }
-    let mut table = u32::from(header.table);
-    let (mut destination, mut gateway) = (None, None);
-    for attribute in &message.attributes {
-        match attribute {
-            RouteAttribute::Table(t) => table = *t,
-            RouteAttribute::Destination(address) => destination = ip_of(address),
-            RouteAttribute::Gateway(address) => gateway = ip_of(address),
-            _ => {}
-        }
-    }
-    if table != u32::from(MAIN_TABLE) {
-        return None;
-    }
-    Some(MainRoute {
-        destination: destination_of(message, destination)?,
-        gateway,
+    (kinds.contains(&route.kind) && route.table == u32::from(MAIN_TABLE)).then_some(MainRoute {
+        destination: route.destination,
+        gateway: route.gateway,
     })
 }
 
 impl Netlink {
     /// The main table of both families (`ip route show` and `ip -6 route show`).
     pub async fn main_routes(&self) -> Result<Vec<MainRoute>, NetlinkError> {
-        let mut routes = Vec::new();
-        for family in [Family::V4, Family::V6] {
-            let dump = match family {
-                Family::V4 => RouteMessageBuilder::<Ipv4Addr>::new().build(),
-                Family::V6 => RouteMessageBuilder::<Ipv6Addr>::new().build(),
-            };
-            let messages: Vec<RouteMessage> = self
-                .handle
-                .route()
-                .get(dump)
-                .execute()
-                .try_collect()
-                .await
-                .map_err(super::request_error(format!(
-                    "list the {family:?} main table"
-                )))?;
-            routes.extend(messages.iter().filter_map(main_route_of));
-        }
-        Ok(routes)
+        let routes = self.dump_routes(&[Family::V4, Family::V6]).await?;
+        Ok(routes.iter().filter_map(main_route).collect())
     }
 }
 
@@ -131,6 +103,7 @@ impl RouteEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtnetlink::RouteMessageBuilder;
 
     fn message(
         kind: RouteType,

@@ -2,15 +2,13 @@
 //! than one interface (each attachment's default route at its own metric, a standby's copy in
 //! its own table). Building and reading the messages is pure; [`Netlink`] sends them.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
-use futures::TryStreamExt;
 use ipnet::IpNet;
 use rtnetlink::RouteMessageBuilder;
-use rtnetlink::packet_route::route::{
-    RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope, RouteType,
-};
+use rtnetlink::packet_route::route::{RouteMessage, RouteProtocol, RouteScope, RouteType};
 
+use super::dump::KernelRoute;
 use super::{Netlink, NetlinkError, deleted, request_error};
 use crate::Family;
 
@@ -64,71 +62,25 @@ pub(crate) fn table_route_message(route: &TableRoute) -> Result<RouteMessage, St
 
 /// A route of a dump, if it is a unicast route through one interface (not multipath, not
 /// local, broadcast or blackhole).
-pub(crate) fn table_route_of(message: &RouteMessage) -> Option<TableRoute> {
-    let header = &message.header;
-    if header.kind != RouteType::Unicast {
+fn table_route(route: &KernelRoute) -> Option<TableRoute> {
+    if route.kind != RouteType::Unicast {
         return None;
     }
-    let mut table = u32::from(header.table);
-    let (mut destination, mut gateway, mut ifindex, mut metric) = (None, None, None, 0);
-    for attribute in &message.attributes {
-        match attribute {
-            RouteAttribute::Table(t) => table = *t,
-            RouteAttribute::Destination(address) => destination = ip_of(address),
-            RouteAttribute::Gateway(address) => gateway = ip_of(address),
-            RouteAttribute::Oif(i) => ifindex = Some(*i),
-            RouteAttribute::Priority(m) => metric = *m,
-            _ => {}
-        }
-    }
     Some(TableRoute {
-        destination: destination_of(message, destination)?,
-        gateway,
-        ifindex: ifindex?,
-        metric,
-        table,
+        destination: route.destination,
+        gateway: route.gateway,
+        ifindex: route.ifindex?,
+        metric: route.metric,
+        table: route.table,
     })
-}
-
-/// The destination of a route message whose `RTA_DST` was `destination` (a default route
-/// carries none).
-pub(super) fn destination_of(message: &RouteMessage, destination: Option<IpAddr>) -> Option<IpNet> {
-    let header = &message.header;
-    let destination = destination.or(match header.address_family {
-        rtnetlink::packet_route::AddressFamily::Inet => Some(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
-        rtnetlink::packet_route::AddressFamily::Inet6 => Some(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
-        _ => None,
-    })?;
-    IpNet::new(destination, header.destination_prefix_length).ok()
-}
-
-pub(super) fn ip_of(address: &RouteAddress) -> Option<IpAddr> {
-    match address {
-        RouteAddress::Inet(a) => Some(IpAddr::V4(*a)),
-        RouteAddress::Inet6(a) => Some(IpAddr::V6(*a)),
-        _ => None,
-    }
 }
 
 impl Netlink {
     /// Every unicast route of one family through one interface, in every table
     /// (`ip route show table all`).
     pub async fn table_routes(&self, family: Family) -> Result<Vec<TableRoute>, NetlinkError> {
-        let dump = match family {
-            Family::V4 => RouteMessageBuilder::<Ipv4Addr>::new().build(),
-            Family::V6 => RouteMessageBuilder::<Ipv6Addr>::new().build(),
-        };
-        let messages: Vec<RouteMessage> = self
-            .handle
-            .route()
-            .get(dump)
-            .execute()
-            .try_collect()
-            .await
-            .map_err(request_error(format!(
-                "list {family:?} routes of all tables"
-            )))?;
-        Ok(messages.iter().filter_map(table_route_of).collect())
+        let routes = self.dump_routes(&[family]).await?;
+        Ok(routes.iter().filter_map(table_route).collect())
     }
 
     /// Adds a route (`ip route add`): an equal route already there is an error (EEXIST), never
@@ -164,6 +116,11 @@ impl Netlink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtnetlink::packet_route::route::RouteAttribute;
+
+    fn table_route_of(message: &RouteMessage) -> Option<TableRoute> {
+        KernelRoute::of(message).as_ref().and_then(table_route)
+    }
 
     fn route(destination: &str, gateway: Option<&str>, metric: u32, table: u32) -> TableRoute {
         TableRoute {

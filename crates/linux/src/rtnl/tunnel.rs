@@ -5,18 +5,18 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use futures::TryStreamExt;
-use ipnet::Ipv4Net;
+use ipnet::{IpNet, Ipv4Net};
 use rtnetlink::packet_route::AddressFamily;
 use rtnetlink::packet_route::link::{InfoData, InfoVxlan, LinkAttribute, LinkInfo, LinkMessage};
 use rtnetlink::packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
 };
-use rtnetlink::packet_route::route::{
-    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteProtocol, RouteScope,
-};
+use rtnetlink::packet_route::route::{RouteMessage, RouteProtocol, RouteScope};
 use rtnetlink::{LinkVxlan, RouteMessageBuilder};
 
+use super::dump::KernelRoute;
 use super::{MAIN_TABLE, Netlink, NetlinkError, deleted, is_missing, link_of, request_error};
+use crate::Family;
 
 /// The routing protocol number of routes through a tunnel (`proto 81`): Felix's, but not
 /// learned by BIRD (which learns its workload routes, `proto 80`), so a host never announces
@@ -168,15 +168,8 @@ impl Netlink {
 
     /// The routes through tunnels ([`TUNNEL_ROUTE_PROTOCOL`]) in the main table.
     pub async fn tunnel_routes(&self) -> Result<Vec<TunnelRoute>, NetlinkError> {
-        let messages: Vec<RouteMessage> = self
-            .handle
-            .route()
-            .get(RouteMessageBuilder::<Ipv4Addr>::new().build())
-            .execute()
-            .try_collect()
-            .await
-            .map_err(request_error("list routes"))?;
-        Ok(messages.iter().filter_map(tunnel_route).collect())
+        let routes = self.dump_routes(&[Family::V4]).await?;
+        Ok(routes.iter().filter_map(tunnel_route).collect())
     }
 
     fn tunnel_route_message(route: &TunnelRoute) -> RouteMessage {
@@ -271,27 +264,61 @@ fn fdb_entry(message: &NeighbourMessage) -> Option<FdbEntry> {
     })
 }
 
-fn tunnel_route(message: &RouteMessage) -> Option<TunnelRoute> {
-    if message.header.protocol != RouteProtocol::from(TUNNEL_ROUTE_PROTOCOL)
-        || !message.header.flags.contains(RouteFlags::Onlink)
-    {
+/// A route through a tunnel: IPv4, [`TUNNEL_ROUTE_PROTOCOL`], on-link via a gateway.
+fn tunnel_route(route: &KernelRoute) -> Option<TunnelRoute> {
+    if route.protocol != TUNNEL_ROUTE_PROTOCOL || !route.onlink {
         return None;
     }
-    let mut destination = None;
-    let mut gateway = None;
-    let mut ifindex = None;
-    for attribute in &message.attributes {
-        match attribute {
-            RouteAttribute::Destination(RouteAddress::Inet(ip)) => destination = Some(*ip),
-            RouteAttribute::Gateway(RouteAddress::Inet(ip)) => gateway = Some(*ip),
-            RouteAttribute::Oif(index) => ifindex = Some(*index),
-            _ => {}
+    let (IpNet::V4(destination), Some(IpAddr::V4(gateway))) = (route.destination, route.gateway)
+    else {
+        return None;
+    };
+    Some(TunnelRoute {
+        destination,
+        gateway,
+        ifindex: route.ifindex?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtnetlink::packet_route::route::RouteType;
+
+    fn kernel_route(destination: &str, gateway: &str, protocol: u8, onlink: bool) -> KernelRoute {
+        KernelRoute {
+            kind: RouteType::Unicast,
+            protocol,
+            onlink,
+            table: 254,
+            destination: destination.parse().unwrap(),
+            gateway: Some(gateway.parse().unwrap()),
+            ifindex: Some(9),
+            metric: 0,
         }
     }
-    let net = Ipv4Net::new(destination?, message.header.destination_prefix_length).ok()?;
-    Some(TunnelRoute {
-        destination: net,
-        gateway: gateway?,
-        ifindex: ifindex?,
-    })
+
+    #[test]
+    fn tunnel_routes_are_ipv4_on_link_via_a_gateway_with_our_protocol() {
+        let ours = kernel_route("10.65.1.0/26", "10.65.1.0", TUNNEL_ROUTE_PROTOCOL, true);
+        assert_eq!(
+            tunnel_route(&ours),
+            Some(TunnelRoute {
+                destination: "10.65.1.0/26".parse().unwrap(),
+                gateway: "10.65.1.0".parse().unwrap(),
+                ifindex: 9,
+            })
+        );
+        let workload = kernel_route("10.65.1.0/26", "10.65.1.0", 80, true);
+        assert_eq!(tunnel_route(&workload), None);
+        let not_onlink = kernel_route("10.65.1.0/26", "10.65.1.0", TUNNEL_ROUTE_PROTOCOL, false);
+        assert_eq!(tunnel_route(&not_onlink), None);
+        let v6 = kernel_route("fd00:65::/122", "fd00:65::1", TUNNEL_ROUTE_PROTOCOL, true);
+        assert_eq!(tunnel_route(&v6), None);
+        let no_gateway = KernelRoute {
+            gateway: None,
+            ..ours
+        };
+        assert_eq!(tunnel_route(&no_gateway), None);
+    }
 }
