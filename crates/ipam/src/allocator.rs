@@ -6,7 +6,7 @@
 //! reads again and retries, a bounded number of times. So concurrent allocators on any number of
 //! hosts never hand out one address twice, and a handle's counts always equal the blocks.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +23,7 @@ use crate::config::IpamSettings;
 use crate::error::IpamError;
 use crate::hint::Hints;
 use crate::lane::{AssignJob, Lanes};
+use crate::plan::{Rest, Seen, Short, Source, Step, plan};
 pub use crate::store::InvalidBlock;
 use crate::store::{BlockWrite, Store, Txn, handle_change, handle_write};
 use crate::stored::StoredBlock;
@@ -82,12 +83,12 @@ impl std::fmt::Debug for Ipam {
     }
 }
 
-/// One way to make progress on an automatic assignment.
-enum Step {
-    /// Assign from an existing block (the host's own, or borrowed).
-    Existing(Box<StoredBlock>),
+/// The next step of an automatic assignment, one transaction.
+enum Next {
+    /// Assign from an existing block (the host's own, or borrowed), as read.
+    Existing(Step, Box<StoredBlock>),
     /// Claim a new block for the host.
-    Claim(IpNet),
+    Claim(Step),
     /// Nothing is free; the reason says why.
     Exhausted(String),
 }
@@ -223,46 +224,42 @@ impl Ipam {
             self.keys.usable_pools(version, &request.pools),
             self.settings()
         )?;
-        let attribute = &request.attribute;
         let mut got = Vec::new();
         let mut conflicts = 0;
         while got.len() < wanted {
             let need = wanted - got.len();
             // The handle record is read while the step is found: one round trip fewer.
-            let (step, record) = tokio::try_join!(
-                self.next_step(&request.host, version, &pools, settings),
+            let (next, record) = tokio::try_join!(
+                self.next_step(request, &pools, settings, need),
                 self.keys.read_handle(&request.handle)
             )?;
             let handle = (request.handle.as_str(), record);
-            let written = match step {
-                Step::Existing(stored) => {
-                    let mut block = stored.value.clone();
-                    let ips = block::assign(&mut block, need, attribute);
-                    let write = BlockWrite::update(&block, &stored);
-                    self.keys
-                        .write_block(write, handle, &block.cidr, to_i64(ips.len()), None)
-                        .await?
-                        .then_some(ips)
+            let written = match next {
+                Next::Existing(step, stored) => {
+                    let write = BlockWrite::update(&step.block, &stored);
+                    let count = to_i64(step.ips.len());
+                    let cidr = step.block.cidr;
+                    let done = self.keys.write_block(write, handle, &cidr, count, None);
+                    done.await?.then_some(step.ips)
                 }
-                Step::Claim(cidr) => {
-                    let strict = settings.strict_affinity;
-                    let mut block = block::empty_block(cidr, Some(&request.host), strict);
-                    let ips = block::assign(&mut block, need, attribute);
+                Next::Claim(step) => {
+                    let cidr = step.block.cidr;
                     let affinity = Key::BlockAffinity {
                         hostname: request.host.clone(),
                         cidr,
                     };
-                    let write = BlockWrite::create(&block);
+                    let write = BlockWrite::create(&step.block);
+                    let count = to_i64(step.ips.len());
                     let done = self
                         .keys
-                        .write_block(write, handle, &cidr, to_i64(ips.len()), Some(affinity))
+                        .write_block(write, handle, &cidr, count, Some(affinity))
                         .await?;
                     if done {
                         claimed.push(cidr);
                     }
-                    done.then_some(ips)
+                    done.then_some(step.ips)
                 }
-                Step::Exhausted(why) => {
+                Next::Exhausted(why) => {
                     self.release_ips_direct(&got).await?;
                     return Err(IpamError::Exhausted {
                         version,
@@ -294,59 +291,53 @@ impl Ipam {
         Ok(got)
     }
 
-    /// Where the next addresses come from: an affine block with room, a new block (when
-    /// `auto_allocate_blocks`), or (without strict affinity) another block with room.
+    /// Where the next addresses come from, as [`plan`] decides: the host's blocks (the planner
+    /// says when they are not enough), and only then every block of the version (for a new
+    /// block or borrowing).
     async fn next_step(
         &self,
-        host: &str,
-        version: IpVersion,
+        request: &AssignJob,
         pools: &[IpPool],
         settings: IpamSettings,
-    ) -> Result<Step, IpamError> {
-        let in_pools = |cidr: &IpNet| pools.iter().any(|p| p.cidr.contains(cidr));
-        for cidr in self.affine_blocks(host, version).await? {
-            if !in_pools(&cidr) {
-                continue;
-            }
-            let stored = match self.keys.read_block(&cidr).await {
-                // An unreadable block of the host is skipped (`check` reports it), so the host
-                // still assigns from its other blocks.
-                Err(IpamError::Corrupt { .. }) => continue,
-                read => read?,
-            };
-            if let Some(stored) = stored
-                && stored.value.host() == Some(host)
-                && block::free_count(&stored.value) > 0
-            {
-                return Ok(Step::Existing(Box::new(stored)));
-            }
-        }
-        let blocks = self.keys.blocks(version).await?;
-        if settings.auto_allocate_blocks {
-            let existing = blocks.cidrs();
-            for pool in pools {
-                if let Some(cidr) = free_block(pool, &existing, host) {
-                    return Ok(Step::Claim(cidr));
-                }
-            }
-        }
-        let with_room: Vec<StoredBlock> = blocks
-            .valid
-            .into_iter()
-            .filter(|b| in_pools(&b.value.cidr) && block::free_count(&b.value) > 0)
+        need: usize,
+    ) -> Result<Next, IpamError> {
+        let (host, version) = (request.host.as_str(), request.version);
+        let affine = self.affine_blocks(host, version).await?;
+        let in_pools: Vec<IpNet> = (affine.iter())
+            .filter(|cidr| pools.iter().any(|p| p.cidr.contains(*cidr)))
+            .copied()
             .collect();
-        let strict = settings.strict_affinity;
-        if let Some(stored) = with_room
-            .iter()
-            .find(|b| block::strict_refusal(&b.value, host, strict).is_none())
-        {
-            return Ok(Step::Existing(Box::new(stored.clone())));
+        // An unreadable block of the host is skipped (`check` reports it), so the host still
+        // assigns from its other blocks.
+        let read = self.read_blocks(&in_pools).await?;
+        let values: Vec<&AllocationBlock> = read.iter().map(|b| &b.value).collect();
+        let seen = Seen {
+            host,
+            pools,
+            affine: &affine,
+            blocks: &values,
+            rest: None,
+        };
+        if let Some(next) = first_step(&seen, &read, need, &request.attribute) {
+            return Ok(next);
         }
-        Ok(Step::Exhausted(exhausted_reason(
-            settings,
-            &with_room,
-            blocks.invalid.len(),
-        )))
+        let all = self.keys.blocks(version).await?;
+        let unreadable: Vec<IpNet> = all.invalid.iter().map(|b| b.cidr).collect();
+        let values: Vec<&AllocationBlock> = all.valid.iter().map(|b| &b.value).collect();
+        let seen = Seen {
+            blocks: &values,
+            rest: Some(Rest {
+                settings,
+                unreadable: &unreadable,
+            }),
+            ..seen
+        };
+        // With every block read the plan either has a step or says why nothing is free.
+        Ok(
+            first_step(&seen, &all.valid, need, &request.attribute).unwrap_or_else(|| {
+                Next::Exhausted(": no block with room was found among those read".to_owned())
+            }),
+        )
     }
 
     /// Assigns one given address to `handle`. The address must lie in an enabled pool; its block
@@ -647,96 +638,31 @@ fn to_i64(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// Why an automatic assignment found no address: strict affinity, strict blocks, no room at
-/// all, and unreadable blocks that might have had some.
-fn exhausted_reason(settings: IpamSettings, with_room: &[StoredBlock], invalid: usize) -> String {
-    let mut why = if settings.strict_affinity && !settings.auto_allocate_blocks {
-        ": the host's blocks are full, auto_allocate_blocks is false (no new block) and strict \
-         affinity forbids borrowing; claim a block for the host (calicoctl ipam block claim)"
-            .to_owned()
-    } else if settings.strict_affinity {
-        ": every block is claimed and strict affinity forbids borrowing".to_owned()
-    } else if with_room.is_empty() {
-        ": every address is assigned".to_owned()
-    } else {
-        let strict: Vec<String> = with_room
-            .iter()
-            .map(|b| match b.value.host() {
-                Some(host) => format!("{} of host {host}", b.value.cidr),
-                None => format!("{} of no host", b.value.cidr),
-            })
-            .collect();
-        format!(
-            ": the free addresses are in blocks with strict affinity ({}), which only their own \
-             hosts may assign from",
-            strict.join(", ")
-        )
-    };
-    if invalid > 0 {
-        why.push_str(&format!(
-            "; {invalid} block(s) could not be read (calicoctl ipam check names them)"
-        ));
-    }
-    why
-}
-
 fn describe_pools(pools: &[IpPool]) -> String {
     let cidrs: Vec<String> = pools.iter().map(|p| p.cidr.to_string()).collect();
     cidrs.join(", ")
 }
 
-/// An unclaimed block of `pool`, searched from a place that depends on the host, so that hosts
-/// claiming at once mostly want different blocks and each host's blocks tend to be adjacent.
-fn free_block(pool: &IpPool, existing: &BTreeSet<IpNet>, host: &str) -> Option<IpNet> {
-    let prefix = block::block_prefix(&pool.cidr);
-    let bits = u32::from(prefix - pool.cidr.prefix_len());
-    let count: u128 = 1u128.checked_shl(bits).unwrap_or(u128::MAX);
-    // Blocks of another size (a Calico 1.4 /26 in a pool smaller than that, say) block every
-    // candidate they overlap: counting those keeps "one of the first `taken + 1` is free".
-    let overlapping: Vec<IpNet> = existing
-        .iter()
-        .filter(|c| overlap(&pool.cidr, c))
-        .copied()
-        .collect();
-    let taken = overlapping
-        .iter()
-        .map(|c| 1u128.checked_shl(u32::from(prefix.saturating_sub(c.prefix_len()))))
-        .fold(0u128, |sum, n| sum.saturating_add(n.unwrap_or(u128::MAX)));
-    let odd: Vec<IpNet> = overlapping
-        .into_iter()
-        .filter(|c| c.prefix_len() != prefix)
-        .collect();
-    if taken >= count {
-        return None;
-    }
-    let step_bits = u32::from(pool.cidr.max_prefix_len() - prefix);
-    let base = match pool.cidr.network() {
-        IpAddr::V4(a) => u128::from(u32::from(a)),
-        IpAddr::V6(a) => u128::from(a),
-    };
-    let start = u128::from(fnv(host)) % count;
-    // At most `taken` candidates are claimed, so one of the first `taken + 1` is free.
-    (0..=taken).find_map(|i| {
-        let index = (start + i) % count;
-        let network = base + (index << step_bits);
-        let addr = match pool.cidr {
-            IpNet::V4(_) => IpAddr::V4((network as u32).into()),
-            IpNet::V6(_) => IpAddr::V6(network.into()),
+/// The first step of the plan for `need` addresses, with the block as `read` that it changes;
+/// none when the plan needs blocks that were not read.
+fn first_step(
+    seen: &Seen<'_>,
+    read: &[StoredBlock],
+    need: usize,
+    attribute: &AllocationAttribute,
+) -> Option<Next> {
+    let planned = plan(seen, need, attribute);
+    let Some(step) = planned.steps.into_iter().next() else {
+        return match planned.short {
+            Some(Short::Exhausted(why)) => Some(Next::Exhausted(why)),
+            Some(Short::Unread) | None => None,
         };
-        let cidr = IpNet::new(addr, prefix).expect("valid prefix");
-        let free = !existing.contains(&cidr) && !odd.iter().any(|c| overlap(c, &cidr));
-        free.then_some(cidr)
-    })
-}
-
-fn overlap(a: &IpNet, b: &IpNet) -> bool {
-    a.contains(b) || b.contains(a)
-}
-
-fn fnv(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    };
+    if step.source == Source::Claim {
+        return Some(Next::Claim(step));
+    }
+    let stored = read.iter().find(|b| b.value.cidr == step.block.cidr)?;
+    Some(Next::Existing(step, Box::new(stored.clone())))
 }
 
 /// Waits a little before retrying after a lost race, longer after repeated losses (with jitter
@@ -749,48 +675,4 @@ pub(crate) async fn backoff(attempt: u32) {
     let ceiling = 2u64.saturating_pow(attempt.min(6)); // 2..64 ms
     let millis = u64::from(nanos) % ceiling;
     tokio::time::sleep(Duration::from_millis(millis)).await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pool(cidr: &str) -> IpPool {
-        IpPool::new(cidr.parse().unwrap())
-    }
-
-    #[test]
-    fn a_free_block_is_found_whatever_the_host_hashes_to() {
-        let pool = pool("10.0.0.0/24");
-        let mut existing = BTreeSet::new();
-        for _ in 0..4 {
-            let cidr = free_block(&pool, &existing, "host-a").unwrap();
-            assert!(pool.cidr.contains(&cidr) && cidr.prefix_len() == 26);
-            assert!(existing.insert(cidr), "{cidr} found twice");
-        }
-        assert_eq!(free_block(&pool, &existing, "host-b"), None);
-    }
-
-    #[test]
-    fn a_block_of_another_size_blocks_every_candidate_it_overlaps() {
-        // A Calico 1.4 /26 over a /28 pool: nothing is free.
-        let small = pool("10.0.0.0/28");
-        let calico_1_4: BTreeSet<IpNet> = ["10.0.0.0/26".parse().unwrap()].into();
-        assert_eq!(free_block(&small, &calico_1_4, "h"), None);
-        // A /25 over half of a /24 pool: only the other half is offered.
-        let pool = pool("10.0.0.0/24");
-        let half: BTreeSet<IpNet> = ["10.0.0.0/25".parse().unwrap()].into();
-        for host in ["a", "b", "c", "d", "e"] {
-            let cidr = free_block(&pool, &half, host).unwrap();
-            assert!(!overlap(&cidr, &"10.0.0.0/25".parse().unwrap()), "{cidr}");
-        }
-    }
-
-    #[test]
-    fn huge_ipv6_pools_are_searched_without_enumerating_them() {
-        let pool = pool("fd00::/48");
-        let cidr = free_block(&pool, &BTreeSet::new(), "h").unwrap();
-        assert_eq!(cidr.prefix_len(), 122);
-        assert!(pool.cidr.contains(&cidr));
-    }
 }

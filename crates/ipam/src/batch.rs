@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use calico_datastore::{Compare, Expect};
 use calico_model::ipam::{AllocationBlock, AllocationHandle};
+use calico_model::pool::IpPool;
 use calico_model::{IpVersion, Key};
 use futures::future::try_join_all;
 use ipnet::IpNet;
@@ -29,6 +30,7 @@ use crate::block;
 use crate::error::IpamError;
 use crate::hint::Hints;
 use crate::lane::{AssignJob, AssignOutcome, Job, ReleaseOutcome};
+use crate::plan::{Seen, Step, plan};
 use crate::store::{BlockWrite, Txn, handle_changes};
 use crate::stored::{Stored, StoredBlock, StoredPool};
 
@@ -314,7 +316,7 @@ impl Ipam {
 
     /// The readable blocks of `cidrs`, read at once. An unreadable block is left out: the jobs
     /// that need it run alone and report it.
-    async fn read_blocks(&self, cidrs: &[IpNet]) -> Result<Vec<StoredBlock>, IpamError> {
+    pub(crate) async fn read_blocks(&self, cidrs: &[IpNet]) -> Result<Vec<StoredBlock>, IpamError> {
         let reads = try_join_all(cidrs.iter().map(|cidr| async move {
             match self.keys.read_block(cidr).await {
                 Err(IpamError::Corrupt { .. }) => Ok(None),
@@ -415,36 +417,42 @@ impl Batch {
             .collect()
     }
 
-    /// Serves an assignment from the host's blocks in the order of its affinities, as the
-    /// direct path does, when they have room for all of it; else changes nothing.
+    /// Serves an assignment from the host's blocks as [`plan`] plans it, when they have room
+    /// for all of it; else changes nothing (the job runs alone: a new block or borrowing).
     fn assign(&mut self, host: &str, job: &AssignJob) -> Option<Vec<IpAddr>> {
         let pools = usable(self.pools.get(&job.version)?, &job.pools)?;
-        // Each block of the host with its pool's key and revision, changed on a copy.
-        let mut trial: Vec<(IpNet, AllocationBlock, (String, i64))> =
-            (self.affine.get(&job.version)?.iter())
-                .filter_map(|cidr| {
-                    let pool = pools.iter().find(|p| p.value.cidr.contains(cidr))?;
-                    let block = &self.blocks.get(cidr)?.1;
-                    (block.host() == Some(host))
-                        .then(|| (*cidr, block.clone(), (pool.key.clone(), pool.revision)))
-                })
-                .collect();
-        let mut got = Vec::new();
-        let mut counts = Vec::new();
-        for (_, block, _) in &mut trial {
-            let ips = block::assign(block, job.wanted - got.len(), &job.attribute);
-            counts.push(ips.len());
-            got.extend(ips);
-        }
-        if got.len() < job.wanted {
+        let values: Vec<IpPool> = pools.iter().map(|p| p.value.clone()).collect();
+        let affine = self.affine.get(&job.version)?;
+        let blocks: Vec<&AllocationBlock> = (affine.iter())
+            .filter_map(|cidr| Some(&self.blocks.get(cidr)?.1))
+            .collect();
+        let seen = Seen {
+            host,
+            pools: &values,
+            affine,
+            blocks: &blocks,
+            rest: None,
+        };
+        let planned = plan(&seen, job.wanted, &job.attribute);
+        if planned.short.is_some() {
             return None;
         }
-        for ((cidr, block, (key, revision)), count) in trial.into_iter().zip(counts) {
-            if count > 0 {
-                self.pools_used.insert(key, revision);
-                self.blocks.get_mut(&cidr)?.1 = block;
-                self.change(&job.handle, cidr, i64::try_from(count).unwrap_or(i64::MAX));
-            }
+        // Each step with its pool's key and revision (which the transaction compares).
+        let steps: Vec<(Step, (String, i64))> = (planned.steps.into_iter())
+            .map(|step| {
+                let cidr = step.block.cidr;
+                let pool = pools.iter().find(|p| p.value.cidr.contains(&cidr))?;
+                Some((step, (pool.key.clone(), pool.revision)))
+            })
+            .collect::<Option<_>>()?;
+        let mut got = Vec::new();
+        for (step, (key, revision)) in steps {
+            let cidr = step.block.cidr;
+            self.pools_used.insert(key, revision);
+            self.blocks.get_mut(&cidr)?.1 = step.block;
+            let count = i64::try_from(step.ips.len()).unwrap_or(i64::MAX);
+            self.change(&job.handle, cidr, count);
+            got.extend(step.ips);
         }
         Some(got)
     }

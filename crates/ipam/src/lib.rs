@@ -6,6 +6,7 @@
 //! | `dialect` | a block's JSON as Calico 1.4 (libcalico 0.15) and we write it, read and written back faithfully |
 //! | `config` | [`IpamSettings`]: `strict_affinity` and `auto_allocate_blocks` at `/calico/ipam/v2/config` |
 //! | `allocator` | [`Ipam`]: auto-assign, assign one address, release by address or handle |
+//! | `plan` | the assignment planner: which blocks and addresses an automatic assignment takes, from what was read |
 //! | `batch` | per-host lanes: concurrent assignments and releases of one host in one transaction |
 //! | `lane` | the lanes as data: the jobs an allocator hands its host's lane |
 //! | `hint` | what the process last saw of blocks and affinities: what to read, never the answer |
@@ -32,6 +33,7 @@ pub mod error;
 mod hint;
 pub mod host_lock;
 mod lane;
+mod plan;
 mod store;
 mod stored;
 

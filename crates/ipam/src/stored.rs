@@ -1,8 +1,6 @@
 //! What was read from the datastore: a value with the revision it was read at (what a
 //! transaction compares), and the blocks that could not be read.
 
-use std::collections::BTreeSet;
-
 use calico_model::ipam::AllocationBlock;
 use calico_model::pool::IpPool;
 use ipnet::IpNet;
@@ -46,12 +44,4 @@ pub struct InvalidBlock {
 pub(crate) struct Blocks {
     pub(crate) valid: Vec<StoredBlock>,
     pub(crate) invalid: Vec<InvalidBlock>,
-}
-
-impl Blocks {
-    /// Every block CIDR in use, readable or not (a new block must avoid both).
-    pub(crate) fn cidrs(&self) -> BTreeSet<IpNet> {
-        let valid = self.valid.iter().map(|b| b.value.cidr);
-        valid.chain(self.invalid.iter().map(|b| b.cidr)).collect()
-    }
 }
