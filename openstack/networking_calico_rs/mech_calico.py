@@ -13,6 +13,12 @@ writes its keys; nothing in a notification is trusted but the kind and the id. S
 blocks and never fails a request: a notification that cannot be sent (calico-neutron not
 running, its queue full) is dropped, with a warning at most once a minute, and calico-neutron's
 periodic resync picks the change up. No RPC, no database, no etcd here.
+
+A security group rule Calico cannot express (`rules.reason`: protocol 0, a port range of a
+protocol other than tcp/udp/sctp/udplite, ICMP type 255, a remote address group, ...) is
+refused before it is committed: the BEFORE_CREATE callback raises, and Neutron answers the
+client 409 Conflict with the reason (nothing is created); unless `[calico_rs]
+refuse_inexpressible_rules = false`.
 """
 
 import json
@@ -28,6 +34,8 @@ from neutron_lib.plugins.ml2 import api
 from oslo_config import cfg
 from oslo_log import log
 
+from networking_calico_rs import rules
+
 LOG = log.getLogger(__name__)
 
 VIF_TYPE_TAP = 'tap'
@@ -40,6 +48,10 @@ OPTS = [
                help='The unix datagram socket calico-neutron listens on '
                     '(calico-neutron --notify-socket); empty: no notifications, '
                     'calico-neutron learns of changes at its resync only.'),
+    cfg.BoolOpt('refuse_inexpressible_rules', default=True,
+                help='Refuse (409) a new security group rule Calico cannot '
+                     'express; false: accept it, and calico-neutron leaves it '
+                     'out with a warning naming it.'),
 ]
 cfg.CONF.register_opts(OPTS, 'calico_rs')
 
@@ -73,6 +85,10 @@ class Notifier(object):
                             self.path, error, self.dropped)
 
 
+class InexpressibleRule(Exception):
+    """A rule Calico cannot express; Neutron turns it into a 409 with this text."""
+
+
 class CalicoMechanismDriver(api.MechanismDriver):
     """Binds ports as TAP interfaces for Calico; notifies calico-neutron."""
 
@@ -86,6 +102,8 @@ class CalicoMechanismDriver(api.MechanismDriver):
                       events.AFTER_DELETE):
             registry.subscribe(self._security_group, resources.SECURITY_GROUP,
                                event)
+        registry.subscribe(self._refuse_inexpressible_rule,
+                           resources.SECURITY_GROUP_RULE, events.BEFORE_CREATE)
         for event in (events.AFTER_CREATE, events.AFTER_DELETE):
             registry.subscribe(self._security_group_rule,
                                resources.SECURITY_GROUP_RULE, event)
@@ -134,6 +152,19 @@ class CalicoMechanismDriver(api.MechanismDriver):
     # Security groups and rules: Neutron's callbacks (ML2 has no hooks for them).
     def _security_group(self, resource, event, trigger, payload=None):
         self.notifier.send('security_group', payload.resource_id)
+
+    def _refuse_inexpressible_rule(self, resource, event, trigger,
+                                   payload=None):
+        rule = payload.latest_state if payload else None
+        message = rules.refusal(rule or {})
+        if not message:
+            return
+        if not cfg.CONF.calico_rs.refuse_inexpressible_rules:
+            LOG.warning('security group rule accepted '
+                        '(refuse_inexpressible_rules is false): %s', message)
+            return
+        LOG.info('security group rule refused: %s', message)
+        raise InexpressibleRule(message)
 
     def _security_group_rule(self, resource, event, trigger, payload=None):
         if event == events.AFTER_CREATE:

@@ -38,9 +38,12 @@ pub struct Args {
     /// every member's endpoint.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=members::MAX_MEMBERS as i64))]
     etcd_members: u32,
-    /// Also an OpenStack cloud: MariaDB and neutron-server (with Calico's ML2 driver) in the
-    /// fabric, calico-neutron, a calico-dhcp-agent per host, Felix taking `cali` and `tap`
-    /// interfaces, and a network, subnet and security group for VMs. Needs
+    /// Also an OpenStack cloud: MariaDB, Keystone (uWSGI) and neutron-server (behind
+    /// Keystone, with Calico's ML2 driver) in the fabric, calico-neutron and a
+    /// calico-dhcp-agent per host (Keystone user `calico`), Felix taking `cali` and `tap`
+    /// interfaces, and a network, subnets and security group for VMs in the admin's project.
+    /// Returns once Keystone issues tokens and Neutron answers an authenticated request;
+    /// writes `<lab dir>/openrc` (the admin's credentials for the `openstack` CLI). Needs
     /// scripts/setup-neutron.sh.
     #[arg(long)]
     openstack: bool,

@@ -45,6 +45,8 @@ pub struct Options {
     pub token_cache_time: Option<i32>,
     /// No change notifications from the driver (calico-neutron then polls).
     pub no_notifications: bool,
+    /// The driver accepts rules Calico cannot express (as rules made before it refused them).
+    pub accept_inexpressible_rules: bool,
 }
 
 /// A running control plane.
@@ -103,6 +105,9 @@ impl Neutron {
             NeutronServer::new(dir.path(), loopback, calico_testkit::free_port(), auth);
         if let Some((tls, _)) = &options.tls {
             config = config.with_tls(tls.clone());
+        }
+        if options.accept_inexpressible_rules {
+            config = config.with_inexpressible_rules_accepted();
         }
         let notify_socket = (!options.no_notifications).then(|| dir.path().join("notify.sock"));
         if let Some(socket) = &notify_socket {

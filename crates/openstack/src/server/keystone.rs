@@ -152,18 +152,28 @@ impl Keystone {
         command
     }
 
-    /// uWSGI serving Keystone's public WSGI application (HTTP/1.1, parallel requests).
+    /// uWSGI serving Keystone's public WSGI application (HTTP/1.1, parallel requests), safe
+    /// for clients that keep connections open (keystoneauth, the `openstack` CLI):
+    /// - http: `--http11-socket`, real keep-alive. A plain `--http-socket` answers HTTP/1.1
+    ///   without `Connection: close` and then closes, so a client that reuses the connection
+    ///   fails now and then with `RemoteDisconnected` or a reset.
+    /// - https: uWSGI 2.0 has no keep-alive https socket (only its http router, not in
+    ///   Debian's `uwsgi-core`), so `--https-socket` says `Connection: close` on every answer
+    ///   and clients open a new connection instead of reusing a closed one.
     pub fn uwsgi(&self) -> Command {
         let listen = format!("{}:{}", url_host(self.bind), self.port);
         let mut command = Command::new("/usr/bin/uwsgi");
         command.args(["--plugin", "python3"]);
         match &self.tls {
-            Some(tls) => command.arg("--https-socket").arg(format!(
-                "{listen},{},{}",
-                tls.cert.display(),
-                tls.key.display()
-            )),
-            None => command.args(["--http-socket", &listen]),
+            Some(tls) => command
+                .arg("--https-socket")
+                .arg(format!(
+                    "{listen},{},{}",
+                    tls.cert.display(),
+                    tls.key.display()
+                ))
+                .args(["--add-header", "Connection: close"]),
+            None => command.args(["--http11-socket", &listen]),
         };
         command
             .args(["--wsgi-file", "/usr/bin/keystone-wsgi-public"])
@@ -399,7 +409,7 @@ mod tests {
         assert_eq!(keystone.auth_url(), "http://127.0.0.1:5001/v3");
         let uwsgi = format!("{:?}", keystone.uwsgi());
         assert!(
-            uwsgi.contains("\"--http-socket\" \"127.0.0.1:5001\""),
+            uwsgi.contains("\"--http11-socket\" \"127.0.0.1:5001\""),
             "{uwsgi}"
         );
         assert!(

@@ -47,6 +47,7 @@ pub struct Neutron {
     auth: ServerAuth,
     tls: Option<Tls>,
     notify_socket: Option<PathBuf>,
+    refuse_inexpressible_rules: bool,
 }
 
 impl Neutron {
@@ -60,6 +61,7 @@ impl Neutron {
             auth,
             tls: None,
             notify_socket: None,
+            refuse_inexpressible_rules: true,
         }
     }
 
@@ -73,6 +75,14 @@ impl Neutron {
     /// --notify-socket`).
     pub fn with_notify_socket(mut self, socket: &Path) -> Neutron {
         self.notify_socket = Some(socket.to_owned());
+        self
+    }
+
+    /// The driver accepts security group rules Calico cannot express (`[calico_rs]
+    /// refuse_inexpressible_rules = false`), as a Neutron whose rules predate the driver has
+    /// them: calico-neutron leaves them out, naming them.
+    pub fn with_inexpressible_rules_accepted(mut self) -> Neutron {
+        self.refuse_inexpressible_rules = false;
         self
     }
 
@@ -128,8 +138,14 @@ impl Neutron {
                 tls.key.display()
             );
         }
+        if self.notify_socket.is_some() || !self.refuse_inexpressible_rules {
+            text += "\n[calico_rs]\n";
+        }
         if let Some(socket) = &self.notify_socket {
-            text += &format!("\n[calico_rs]\nnotify_socket = {}\n", socket.display());
+            text += &format!("notify_socket = {}\n", socket.display());
+        }
+        if !self.refuse_inexpressible_rules {
+            text += "refuse_inexpressible_rules = false\n";
         }
         text
     }
@@ -239,7 +255,8 @@ mod tests {
         };
         let server = Neutron::new(Path::new("/run/x"), "127.0.0.1".parse().unwrap(), 9, auth)
             .with_tls(tls)
-            .with_notify_socket(Path::new("/run/x/notify.sock"));
+            .with_notify_socket(Path::new("/run/x/notify.sock"))
+            .with_inexpressible_rules_accepted();
         let config = server.config(&database());
         for line in [
             "auth_strategy = keystone\n",
@@ -248,7 +265,7 @@ mod tests {
             "cafile = /pki/ca.pem\ntoken_cache_time = -1\n",
             "use_ssl = True\n",
             "[ssl]\ncert_file = /pki/server.pem\nkey_file = /pki/server.key\n",
-            "[calico_rs]\nnotify_socket = /run/x/notify.sock\n",
+            "[calico_rs]\nnotify_socket = /run/x/notify.sock\nrefuse_inexpressible_rules = false\n",
         ] {
             assert!(config.contains(line), "{line:?} not in:\n{config}");
         }
