@@ -12,7 +12,7 @@
 //! Unset or empty: no fault. Any other value is refused (code 4, naming the variable), so a
 //! misspelt test setting cannot pass as a crash that never happened. Runtimes never set it.
 
-use crate::spec::{CniError, code};
+use crate::error::{CniError, code};
 
 /// The environment variable.
 pub const VAR: &str = "CALICO_CNI_ABORT_AFTER";

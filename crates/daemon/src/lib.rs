@@ -1,8 +1,8 @@
 //! The scaffold of a daemon's `main()`: logs to stderr through a filter (tracing's env-filter
 //! syntax, an invalid one refused by name before anything runs), a tokio runtime, the work,
 //! and its outcome as the exit code (an error logged once with its causes). `calico-node`,
-//! `calico-libnetwork`, `calico-fanout`, `calico-neutron` and `calico-dhcp-agent` start this
-//! way.
+//! `calico-libnetwork`, `calico-fanout`, `calico-flows`, `calico-neutron` and
+//! `calico-dhcp-agent` start this way.
 //!
 //! ```text
 //! main() ─► Daemon::new(name).log_variable("CALICO_X_LOG") ─► run(work)
@@ -29,6 +29,7 @@ pub struct Daemon {
     /// The filter, or why the one given was refused.
     filter: Result<EnvFilter, String>,
     worker_threads: Option<usize>,
+    blocking_threads: Option<usize>,
 }
 
 impl Daemon {
@@ -38,6 +39,7 @@ impl Daemon {
             name: name.to_owned(),
             filter: Ok(EnvFilter::new(DEFAULT_LOG)),
             worker_threads: None,
+            blocking_threads: None,
         }
     }
 
@@ -77,6 +79,15 @@ impl Daemon {
         }
     }
 
+    /// A runtime whose blocking pool (`spawn_blocking`) has at most `threads` threads (at
+    /// least 1; 0 stops the daemon before its work, naming it).
+    pub fn blocking_threads(self, threads: usize) -> Daemon {
+        Daemon {
+            blocking_threads: Some(threads),
+            ..self
+        }
+    }
+
     /// Logs, starts the runtime and runs `work` to its end: success exits 0, an error is
     /// logged with its causes (`{e:#}`) and exits 1. A refused filter or a runtime that cannot
     /// start exits 1 before `work` runs.
@@ -98,6 +109,19 @@ impl Daemon {
         let mut builder = tokio::runtime::Builder::new_multi_thread();
         if let Some(threads) = self.worker_threads {
             builder.worker_threads(threads);
+        }
+        match self.blocking_threads {
+            Some(0) => {
+                eprintln!(
+                    "{}: blocking threads 0: the runtime needs at least 1",
+                    self.name
+                );
+                return ExitCode::FAILURE;
+            }
+            Some(threads) => {
+                builder.max_blocking_threads(threads);
+            }
+            None => {}
         }
         let runtime = match builder.enable_all().build() {
             Ok(runtime) => runtime,

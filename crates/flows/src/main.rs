@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use calico_daemon::{Daemon, Shutdown};
 use calico_flows::ingest::BatchLimits;
 use calico_flows::{Aggregator, Limits, Settings, serve};
 use clap::Parser;
@@ -57,30 +58,16 @@ const CHECKING_THREADS: usize = 1;
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let filter = std::env::var("CALICO_FLOWS_LOG").unwrap_or_else(|_| "info".to_owned());
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        // Colour only on a terminal: a log file gets plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .max_blocking_threads(CHECKING_THREADS)
-        .build();
-    let served = match runtime {
-        Ok(runtime) => runtime.block_on(run(args)),
-        Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
-    };
-    if let Err(e) = served {
-        tracing::error!("{e:#}");
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
+    // Logs to stderr (colour only on a terminal), a filter that does not parse refused by name.
+    Daemon::new("calico-flows")
+        .log_variable("CALICO_FLOWS_LOG")
+        .blocking_threads(CHECKING_THREADS)
+        .run(run(args))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
     let settings = settings(&args)?;
+    let shutdown = Shutdown::listen().context("listening for SIGTERM and SIGINT")?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("--listen {}: cannot listen", args.listen))?;
@@ -103,7 +90,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let aggregator = Aggregator::new(settings);
     tokio::select! {
         served = serve(listener, aggregator) => served.context("serving")?,
-        () = stopped() => tracing::info!("stopping: the flows held in memory are dropped"),
+        () = shutdown.wait() => tracing::info!("stopping: the flows held in memory are dropped"),
     }
     Ok(())
 }
@@ -160,15 +147,6 @@ fn parse_size(text: &str) -> Result<usize, String> {
         .ok()
         .and_then(|n| n.checked_mul(scale))
         .ok_or_else(|| format!("{text:?} is not a size like 256MiB"))
-}
-
-async fn stopped() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("a SIGTERM handler can be installed");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
 }
 
 #[cfg(test)]

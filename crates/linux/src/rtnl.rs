@@ -19,7 +19,7 @@ use rtnetlink::packet_route::route::{RouteMessage, RouteProtocol, RouteScope};
 use rtnetlink::sys::AsyncSocket;
 use rtnetlink::{Handle, MulticastGroup, RouteMessageBuilder};
 
-use crate::{Family, Netns};
+use crate::Netns;
 
 mod dump;
 mod monitor;
@@ -191,12 +191,6 @@ impl Netlink {
         }
     }
 
-    /// Calico's routes ([`ROUTE_PROTOCOL`]) in the main table, IPv4 and IPv6.
-    pub async fn calico_routes(&self) -> Result<Vec<Route>, NetlinkError> {
-        let routes = self.dump_routes(&[Family::V4, Family::V6]).await?;
-        Ok(routes.iter().filter_map(calico_route).collect())
-    }
-
     fn route_message(route: &Route) -> Result<RouteMessage, NetlinkError> {
         let net = route.destination;
         RouteMessageBuilder::<IpAddr>::new()
@@ -318,14 +312,6 @@ fn link_of(message: &LinkMessage) -> Option<Link> {
     })
 }
 
-/// A route of Calico's, in the main table through an interface.
-fn calico_route(route: &dump::KernelRoute) -> Option<Route> {
-    (route.protocol == ROUTE_PROTOCOL && route.table == u32::from(MAIN_TABLE)).then_some(Route {
-        destination: route.destination,
-        ifindex: route.ifindex?,
-    })
-}
-
 fn permanent_neighbour(message: &NeighbourMessage) -> Option<Neighbour> {
     if message.header.state != NeighbourState::Permanent {
         return None;
@@ -433,42 +419,5 @@ impl LinkEvents {
                 _ => {}
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use dump::KernelRoute;
-    use rtnetlink::packet_route::route::RouteType;
-
-    fn kernel_route(protocol: u8, table: u32, ifindex: Option<u32>) -> KernelRoute {
-        KernelRoute {
-            kind: RouteType::Unicast,
-            protocol,
-            onlink: false,
-            table,
-            destination: "10.65.0.3/32".parse().unwrap(),
-            gateway: None,
-            ifindex,
-            metric: 0,
-        }
-    }
-
-    #[test]
-    fn calico_routes_are_ours_in_the_main_table_through_an_interface() {
-        assert_eq!(
-            calico_route(&kernel_route(ROUTE_PROTOCOL, 254, Some(7))),
-            Some(Route {
-                destination: "10.65.0.3/32".parse().unwrap(),
-                ifindex: 7,
-            })
-        );
-        assert_eq!(calico_route(&kernel_route(4, 254, Some(7))), None);
-        assert_eq!(
-            calico_route(&kernel_route(ROUTE_PROTOCOL, 100, Some(7))),
-            None
-        );
-        assert_eq!(calico_route(&kernel_route(ROUTE_PROTOCOL, 254, None)), None);
     }
 }

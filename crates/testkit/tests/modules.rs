@@ -3,9 +3,14 @@
 //!
 //! The check reads every crate root (`src/lib.rs`, `src/main.rs`, `src/bin/*.rs`), follows its
 //! `mod` declarations (with `#[path]`) to the files, and collects, per file, the files its paths
-//! name: a path is resolved to the deepest module it names, through `pub use` re-exports (a
-//! re-export is a door, not a dependency of the file that has it). Two files that name each
-//! other, directly or around a longer circle, fail the test with the lines that make the circle.
+//! name: a path is resolved to the deepest module it names, through `pub use` re-exports.
+//! A re-export (`pub use`, `pub(crate) use`) is a dependency like any `use`: the file that has
+//! it needs the file that defines the item, and a file that names the item through it needs
+//! the file that has the re-export (the door) as well as the one behind it, so a re-export
+//! cannot hide a circle. One exception, the facade: a module re-exporting an item of its own
+//! child modules (`pub use store::EndpointMap;` in `cluster.rs`) is where the `mod` tree
+//! already puts it, and is seen through. Two files that name each other, directly or around a
+//! longer circle, fail the test with the lines that make the circle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -20,8 +25,9 @@ struct Module {
     path: Vec<String>,
     file: usize,
     children: BTreeMap<String, usize>,
-    /// `pub use` names → the absolute path they stand for.
-    reexports: BTreeMap<String, Vec<String>>,
+    /// `pub use` names → the absolute path they stand for, and whether it is a facade (an
+    /// item of this module's own children, seen through without a dependency).
+    reexports: BTreeMap<String, (Vec<String>, bool)>,
 }
 
 /// A reference from a file: the absolute path named, and the line.
@@ -139,11 +145,17 @@ impl Tree {
                         let Some(absolute) = self.absolute(current, &path) else {
                             continue;
                         };
+                        // A facade: this module re-exports an item of its own children.
+                        let own = &self.modules[current].path;
+                        let facade = absolute.len() > own.len() && absolute.starts_with(own);
                         if public && alias != "*" && alias != "self" {
                             self.modules[current]
                                 .reexports
-                                .insert(alias, absolute.clone());
-                        } else if !public {
+                                .insert(alias, (absolute.clone(), facade));
+                        }
+                        // Any other re-export is a dependency like any `use`: the file that
+                        // has it needs the file that defines the item.
+                        if !public || !facade {
                             self.references.push(Reference {
                                 file: file_index,
                                 line,
@@ -236,9 +248,11 @@ impl Tree {
         Some(base)
     }
 
-    /// The module a path lands in: the deepest module it names, through re-exports.
-    fn resolve(&self, path: &[String]) -> usize {
+    /// The module a path lands in: the deepest module it names, through re-exports; and the
+    /// modules whose (non-facade) re-exports it went through, the doors it also depends on.
+    fn resolve(&self, path: &[String]) -> (usize, Vec<usize>) {
         let mut path = path.to_vec();
+        let mut doors = Vec::new();
         for _ in 0..16 {
             let mut module = 0;
             let mut used = 0;
@@ -253,24 +267,30 @@ impl Tree {
             }
             let next = path.get(used);
             match next.and_then(|name| self.modules[module].reexports.get(name)) {
-                Some(target) if *target != path[..=used] => {
+                Some((target, facade)) if *target != path[..=used] => {
+                    if !facade {
+                        doors.push(module);
+                    }
                     let mut redirected = target.clone();
                     redirected.extend(path[used + 1..].iter().cloned());
                     path = redirected;
                 }
-                _ => return module,
+                _ => return (module, doors),
             }
         }
-        0
+        (0, doors)
     }
 
     /// Edges between files: (from, to) → the first line of `from` that makes it.
     fn edges(&self) -> BTreeMap<(usize, usize), usize> {
         let mut edges = BTreeMap::new();
         for reference in &self.references {
-            let to = self.modules[self.resolve(&reference.path)].file;
-            if to != reference.file {
-                edges.entry((reference.file, to)).or_insert(reference.line);
+            let (module, doors) = self.resolve(&reference.path);
+            for to in doors.into_iter().chain([module]) {
+                let to = self.modules[to].file;
+                if to != reference.file {
+                    edges.entry((reference.file, to)).or_insert(reference.line);
+                }
             }
         }
         edges
@@ -470,7 +490,14 @@ fn roots(workspace: &Path) -> Vec<PathBuf> {
 /// Circles allowed today, by the directory all their files are in, each with its reason: code
 /// other work is rebuilding right now (docs/architecture.md, known departures). A listed
 /// directory without a circle fails the test too: remove the row, so the list only shrinks.
-const DEPARTURES: &[(&str, &str)] = &[];
+const DEPARTURES: &[(&str, &str)] = &[
+    (
+        "crates/lab/src/",
+        "state.rs re-exports and holds openstack.rs's OpenStack while openstack.rs reaches the \
+         lab's state through logs.rs, processes.rs and topology.rs (seen once re-exports \
+         counted); lab files being edited this session; untangle next",
+    ),
+];
 
 #[test]
 fn every_crates_files_form_a_tree() {
@@ -545,4 +572,73 @@ fn a_circle_is_found_and_named() {
     std::fs::write(src.join("b.rs"), "pub struct Thing;\n").unwrap();
     let tree = Tree::load(&src.join("lib.rs"));
     assert!(circles(&tree, dir.path()).is_empty());
+}
+
+/// Writes `files` (path under `src/`, text) into a fresh crate and returns its circles.
+fn circles_of(files: &[(&str, &str)]) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    for (path, text) in files {
+        let file = src.join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, text).unwrap();
+    }
+    let tree = Tree::load(&src.join("lib.rs"));
+    circles(&tree, dir.path())
+}
+
+#[test]
+fn a_reexport_is_a_dependency() {
+    // The door: fault names `CniError` through spec's re-export of error's, and spec names
+    // fault (cni/src/{fault,spec}.rs before they were untangled).
+    let door = [
+        ("lib.rs", "mod error;\nmod fault;\nmod spec;\n"),
+        ("error.rs", "pub struct CniError;\n"),
+        (
+            "spec.rs",
+            "pub use crate::error::CniError;\nfn s() { crate::fault::f() }\n",
+        ),
+        ("fault.rs", "use crate::spec::CniError;\npub fn f() {}\n"),
+    ];
+    assert_eq!(
+        circles_of(&door),
+        ["src/fault.rs:1 → src/spec.rs:2 → src/fault.rs"]
+    );
+    // Naming it where it is defined breaks the circle.
+    let mut untangled = door;
+    untangled[3].1 = "use crate::error::CniError;\npub fn f() {}\n";
+    assert!(circles_of(&untangled).is_empty());
+
+    // The re-export itself: a re-exports b's item (`pub(crate) use` too), b names a.
+    for public in ["pub", "pub(crate)"] {
+        let a = format!("{public} use crate::b::Thing;\npub fn f() {{}}\n");
+        let found = circles_of(&[
+            ("lib.rs", "mod a;\nmod b;\n"),
+            ("a.rs", &a),
+            ("b.rs", "pub struct Thing;\nfn h() { crate::a::f() }\n"),
+        ]);
+        assert_eq!(
+            found,
+            ["src/a.rs:1 → src/b.rs:2 → src/a.rs"],
+            "{public} use"
+        );
+    }
+
+    // A facade is seen through: a module re-exporting its own child's item, the child naming
+    // the module's own items.
+    let facade = circles_of(&[
+        (
+            "lib.rs",
+            "mod cluster;\npub use cluster::EndpointMap;\npub fn top() {}\n",
+        ),
+        (
+            "cluster.rs",
+            "mod store;\npub use store::EndpointMap;\npub struct Endpoint;\n",
+        ),
+        (
+            "cluster/store.rs",
+            "use super::Endpoint;\npub struct EndpointMap;\nfn g() { crate::top() }\n",
+        ),
+    ]);
+    assert!(facade.is_empty(), "{facade:?}");
 }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::ids::{FxMap, IdSet};
-use super::profiles::ProfileList;
+use crate::cluster::ProfileList;
 use crate::labels::Effective;
 
 /// What the calculator keeps of an endpoint, under the number the cluster gave it

@@ -7,10 +7,8 @@ use std::sync::Arc;
 
 use super::endpoints::Endpoints;
 use super::ids::{FxMap, IdSet};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, ProfileList};
 use crate::labels::LabelSet;
-
-pub(super) use crate::cluster::ProfileList;
 
 /// What a list of profiles gives an endpoint.
 #[derive(Debug, Clone, Default)]

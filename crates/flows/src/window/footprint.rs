@@ -10,7 +10,7 @@ use std::mem::size_of;
 use calico_model::flow::{FlowEndpoint, FlowRecord, PolicyHit};
 
 use super::Entry;
-use super::labels::{self, Labels};
+use super::labels::Labels;
 
 /// The bytes malloc takes for a block of `size` requested bytes (none for an empty one).
 pub(super) fn block(size: usize) -> usize {
@@ -18,6 +18,15 @@ pub(super) fn block(size: usize) -> usize {
         0 => 0,
         n => (n + 8).div_ceil(16).max(2) * 16,
     }
+}
+
+/// Bytes the labels cost once taken: the slice and every string.
+fn label_cost<'a>(pairs: impl ExactSizeIterator<Item = (&'a str, &'a str)>) -> usize {
+    let slice = block(pairs.len() * size_of::<(Box<str>, Box<str>)>());
+    slice
+        + pairs
+            .map(|(k, v)| block(k.len()) + block(v.len()))
+            .sum::<usize>()
 }
 
 /// A B-tree's slots per node (std's `CAPACITY`, 2 × 6 - 1).
@@ -66,13 +75,13 @@ fn steps(hits: &Vec<PolicyHit>) -> usize {
 
 /// Bytes an entry holding `flow` will cost, its labels taken out (see the module's comment).
 pub fn footprint(flow: &FlowRecord) -> usize {
-    let pairs = |e: &'_ FlowEndpoint| labels::cost(e.labels.iter().map(|(k, v)| (&**k, &**v)));
+    let pairs = |e: &'_ FlowEndpoint| label_cost(e.labels.iter().map(|(k, v)| (&**k, &**v)));
     unlabelled(flow) + pairs(&flow.source) + pairs(&flow.destination)
 }
 
 /// Bytes an entry costs: its record (labels taken out) and the labels of both sides.
 pub(super) fn stored(flow: &FlowRecord, sides: &[Labels; 2]) -> usize {
-    let pairs = |l: &Labels| labels::cost(l.iter().map(|(k, v)| (&**k, &**v)));
+    let pairs = |l: &Labels| label_cost(l.iter().map(|(k, v)| (&**k, &**v)));
     unlabelled(flow) + sides.iter().map(pairs).sum::<usize>()
 }
 

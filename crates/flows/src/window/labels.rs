@@ -3,11 +3,7 @@
 //! labels are kept as one sorted slice of boxed pairs, moved out of the record when it is
 //! stored and rebuilt into a map only for the flows a query answers. No filter reads labels.
 
-use std::mem::size_of;
-
 use calico_model::labels::LabelMap;
-
-use super::footprint::block;
 
 /// One side's labels, sorted by key (the map's order).
 pub(super) type Labels = Box<[(Box<str>, Box<str>)]>;
@@ -26,13 +22,4 @@ pub(super) fn to_map(labels: &Labels) -> LabelMap {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
-}
-
-/// Bytes the labels cost once taken: the slice and every string.
-pub(super) fn cost<'a>(pairs: impl ExactSizeIterator<Item = (&'a str, &'a str)>) -> usize {
-    let slice = block(pairs.len() * size_of::<(Box<str>, Box<str>)>());
-    slice
-        + pairs
-            .map(|(k, v)| block(k.len()) + block(v.len()))
-            .sum::<usize>()
 }

@@ -13,7 +13,7 @@ use rtnetlink::packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteType,
 };
 
-use super::{Netlink, NetlinkError, request_error};
+use super::{MAIN_TABLE, Netlink, NetlinkError, ROUTE_PROTOCOL, Route, request_error};
 use crate::Family;
 
 /// A route as the kernel reports it, of any table, kind and protocol.
@@ -105,10 +105,56 @@ impl Netlink {
     }
 }
 
+impl Netlink {
+    /// Calico's routes ([`ROUTE_PROTOCOL`]) in the main table, IPv4 and IPv6.
+    pub async fn calico_routes(&self) -> Result<Vec<Route>, NetlinkError> {
+        let routes = self.dump_routes(&[Family::V4, Family::V6]).await?;
+        Ok(routes.iter().filter_map(calico_route).collect())
+    }
+}
+
+/// A route of Calico's, in the main table through an interface.
+fn calico_route(route: &KernelRoute) -> Option<Route> {
+    (route.protocol == ROUTE_PROTOCOL && route.table == u32::from(MAIN_TABLE)).then_some(Route {
+        destination: route.destination,
+        ifindex: route.ifindex?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use rtnetlink::packet_route::route::RouteProtocol;
+
+    fn kernel_route(protocol: u8, table: u32, ifindex: Option<u32>) -> KernelRoute {
+        KernelRoute {
+            kind: RouteType::Unicast,
+            protocol,
+            onlink: false,
+            table,
+            destination: "10.65.0.3/32".parse().unwrap(),
+            gateway: None,
+            ifindex,
+            metric: 0,
+        }
+    }
+
+    #[test]
+    fn calico_routes_are_ours_in_the_main_table_through_an_interface() {
+        assert_eq!(
+            calico_route(&kernel_route(ROUTE_PROTOCOL, 254, Some(7))),
+            Some(Route {
+                destination: "10.65.0.3/32".parse().unwrap(),
+                ifindex: 7,
+            })
+        );
+        assert_eq!(calico_route(&kernel_route(4, 254, Some(7))), None);
+        assert_eq!(
+            calico_route(&kernel_route(ROUTE_PROTOCOL, 100, Some(7))),
+            None
+        );
+        assert_eq!(calico_route(&kernel_route(ROUTE_PROTOCOL, 254, None)), None);
+    }
 
     #[test]
     fn a_message_is_read_with_every_field() {
