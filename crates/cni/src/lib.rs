@@ -153,8 +153,10 @@ fn init_logging(level: Option<&str>) {
     let filter = level
         .and_then(|l| config::log_filter(l).ok())
         .unwrap_or("warn");
+    // Runtimes keep the plugin's stderr as a log file: colour only on a terminal.
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .try_init();
 }

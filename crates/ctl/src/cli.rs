@@ -67,8 +67,9 @@ pub enum Command {
     #[command(after_help = help::STATUS_EXAMPLES)]
     Status(StatusArgs),
     /// Collect what support needs from this host into one .tar.gz: versions, Felix and
-    /// calico-node logs, iptables/ip6tables/ipset, routes, neighbours, BIRD's protocols and
-    /// routes, this host's keys, Felix's effective configuration. Works with etcd down
+    /// calico-node logs, iptables/ip6tables/ipset, the nf_tables ruleset (`nft -a list
+    /// ruleset`: Felix's nftables backend), routes, neighbours, BIRD's protocols and routes,
+    /// this host's keys, Felix's effective configuration. Works with etcd down
     #[command(after_help = help::DIAGS_EXAMPLES)]
     Diags(DiagsArgs),
     /// BGP nodes: this host's BGP sessions, the registered hosts; remove a host that is gone
@@ -121,6 +122,9 @@ pub struct FlowFilterArgs {
     /// Only flows whose source or destination key (or net) contains this text (repeatable)
     #[arg(long, value_name = "TEXT")]
     pub endpoint: Vec<String>,
+    /// Only flows whose source or destination address is this IP or in this CIDR (repeatable)
+    #[arg(long, value_name = "IP|CIDR")]
+    pub address: Vec<String>,
     /// Only flows whose source or destination has this profile (repeatable)
     #[arg(long)]
     pub profile: Vec<String>,

@@ -129,3 +129,15 @@ fn diags_collects_with_etcd_up_and_says_what_is_missing_with_etcd_down() {
     assert!(down["felix-config.txt"].contains("HealthPort = \"9099\" (default)"));
     assert!(down["felix-config.txt"].contains("(datastore not reachable)"));
 }
+
+#[test]
+fn the_help_names_what_is_collected_for_either_backend() {
+    let out = Command::new(env!("CARGO_BIN_EXE_calicoctl"))
+        .args(["diags", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(help.contains("iptables/ip6tables/ipset"), "{help}");
+    assert!(help.contains("nft -a list ruleset"), "{help}");
+}

@@ -6,6 +6,7 @@
 //!  etcd watch /calico/v1/ (or calico-fanout) ─ waiting events ─► Input::Datastore ───┐
 //!  etcd watch /calico/bgp/v1/host/ ─────────── waiting events ─► Input::HostAddresses │
 //!  rtnetlink link and address events ─────── a 5 ms burst ─────► Input::Links         │
+//!  nf_tables changes by others (monitor.rs) ─ a 50 ms burst ────► Input::FirewallChanged
 //!  timers: refresh, route refresh, heartbeat, report ──────────► Input::Tick          ├► Core::step
 //!  drift check's read (spawn_blocking, off the update path) ───► Input::DriftRead ────┘     │
 //!                                                                                           ▼
@@ -28,6 +29,7 @@ use calico_dataplane::{
     Backend, BackendReader, BackendSnapshot, DataplaneError, Ipip, Routing, Vxlan, Written,
 };
 use calico_datastore::{Datastore, DatastoreError, FanoutClient, Watch, WatchEvent};
+use calico_linux::nft::{FirewallEvent, FirewallEvents};
 use calico_linux::{LinkEvent, LinkEvents, Netlink, Netns};
 use calico_model::Key;
 use tokio::task::JoinHandle;
@@ -46,6 +48,25 @@ const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// Link events closer together than this are one burst (a veth pair comes with several).
 const LINK_BURST: Duration = Duration::from_millis(5);
+
+/// Changes to the firewall closer together than this are one burst, one drift check (a
+/// `nft flush ruleset` comes as hundreds of notifications).
+const FIREWALL_BURST: Duration = Duration::from_millis(50);
+
+/// The tables whose changes make Felix check its firewall at once: its own nf_tables table,
+/// and the kernel tables iptables-nft writes, where the iptables backend's chains and jumps
+/// are.
+const WATCHED_TABLES: [(&str, &str); 9] = [
+    ("inet", "calico"),
+    ("ip", "filter"),
+    ("ip", "nat"),
+    ("ip", "raw"),
+    ("ip", "mangle"),
+    ("ip6", "filter"),
+    ("ip6", "nat"),
+    ("ip6", "raw"),
+    ("ip6", "mangle"),
+];
 
 /// Runs until the process is stopped, or until a configuration change in etcd needs a restart
 /// (then it returns `Ok`, and the supervisor starts Felix again, as for Felix 1.x).
@@ -164,6 +185,8 @@ struct Events {
     /// The hosts' registered addresses: where IPIP sends to.
     hosts: Watch,
     links: LinkEvents,
+    /// Changes others make to nf_tables; `None` when the kernel cannot tell (or stopped).
+    firewall: Option<FirewallEvents>,
     refresh: Interval,
     route_refresh: Interval,
     report: Interval,
@@ -189,6 +212,7 @@ impl Events {
             watch: watch_of("/calico/v1/").await?,
             hosts: watch_of("/calico/bgp/v1/host/").await?,
             links: LinkEvents::subscribe(netns).context("watching interfaces")?,
+            firewall: monitor(netns),
             refresh: ticker(config.iptables_refresh),
             route_refresh: ticker(config.route_refresh),
             report: ticker(config.reporting_interval),
@@ -204,6 +228,7 @@ impl Events {
             watch,
             hosts,
             links,
+            firewall,
             refresh,
             route_refresh,
             report,
@@ -211,29 +236,39 @@ impl Events {
             started,
             drift_read,
         } = self;
-        Ok(tokio::select! {
-            event = watch.next() => Input::Datastore(waiting(event, watch, "/calico/v1/").await?),
-            event = hosts.next() => {
-                Input::HostAddresses(waiting(event, hosts, "/calico/bgp/v1/host/").await?)
-            }
-            event = links.next() => Input::Links(burst(event, links).await?),
-            read = async { drift_read.as_mut().expect("guarded by the condition").await },
-                if drift_read.is_some() =>
-            {
-                *drift_read = None;
-                Input::DriftRead(match read {
-                    Ok(read) => read.map_err(DriftReadError::Kernel),
-                    Err(error) => Err(DriftReadError::Stopped(error.to_string())),
-                })
-            }
-            _ = refresh.tick() => Input::Tick(Tick::Refresh),
-            _ = route_refresh.tick() => Input::Tick(Tick::RouteRefresh),
-            _ = heartbeat.tick() => Input::Tick(Tick::Heartbeat),
-            _ = report.tick() => Input::Tick(Tick::Report {
-                time: SystemTime::now(),
-                uptime: started.elapsed(),
-            }),
-        })
+        loop {
+            return Ok(tokio::select! {
+                event = async { firewall.as_mut().expect("guarded by the condition").next().await },
+                    if firewall.is_some() =>
+                {
+                    match changed(event, firewall).await {
+                        Some(input) => input,
+                        None => continue,
+                    }
+                }
+                event = watch.next() => Input::Datastore(waiting(event, watch, "/calico/v1/").await?),
+                event = hosts.next() => {
+                    Input::HostAddresses(waiting(event, hosts, "/calico/bgp/v1/host/").await?)
+                }
+                event = links.next() => Input::Links(burst(event, links).await?),
+                read = async { drift_read.as_mut().expect("guarded by the condition").await },
+                    if drift_read.is_some() =>
+                {
+                    *drift_read = None;
+                    Input::DriftRead(match read {
+                        Ok(read) => read.map_err(DriftReadError::Kernel),
+                        Err(error) => Err(DriftReadError::Stopped(error.to_string())),
+                    })
+                }
+                _ = refresh.tick() => Input::Tick(Tick::Refresh),
+                _ = route_refresh.tick() => Input::Tick(Tick::RouteRefresh),
+                _ = heartbeat.tick() => Input::Tick(Tick::Heartbeat),
+                _ = report.tick() => Input::Tick(Tick::Report {
+                    time: SystemTime::now(),
+                    uptime: started.elapsed(),
+                }),
+            });
+        }
     }
 
     /// Reads the kernel's firewall on a blocking thread; updates go on meanwhile.
@@ -280,6 +315,45 @@ async fn burst(first: Option<LinkEvent>, links: &mut LinkEvents) -> anyhow::Resu
         burst.push(event);
     }
     Ok(burst)
+}
+
+/// The nf_tables monitor of `netns`, or none (said once) when the kernel will not have one:
+/// then only the periodic check sees changes.
+fn monitor(netns: &Netns) -> Option<FirewallEvents> {
+    FirewallEvents::subscribe(netns)
+        .inspect_err(|error| {
+            tracing::warn!(
+                "{error}: changes to the firewall are found only by the check every \
+                 IptablesRefreshInterval"
+            )
+        })
+        .ok()
+}
+
+/// A burst of firewall changes (the first and those within [`FIREWALL_BURST`] of each other)
+/// as one input, if any concerns a table Felix watches. A monitor that stopped is dropped,
+/// and said; what it may have missed is checked.
+async fn changed(
+    first: Option<FirewallEvent>,
+    firewall: &mut Option<FirewallEvents>,
+) -> Option<Input> {
+    let Some(first) = first else {
+        tracing::error!(
+            "the nf_tables monitor stopped: changes to the firewall are found only by the check \
+             every IptablesRefreshInterval from now on"
+        );
+        *firewall = None;
+        return Some(Input::FirewallChanged);
+    };
+    let events = firewall.as_mut().expect("it gave the first event");
+    let mut relevant = first.concerns(&WATCHED_TABLES);
+    while let Ok(Some(event)) = timeout(FIREWALL_BURST, events.next()).await {
+        relevant |= event.concerns(&WATCHED_TABLES);
+    }
+    if relevant {
+        tracing::debug!(event = ?first, "the firewall was changed by someone else: checking it");
+    }
+    relevant.then_some(Input::FirewallChanged)
 }
 
 /// A tick every `period`, the first at once; late ticks are not bunched up.

@@ -12,6 +12,7 @@
 //!  Tick::RouteRefresh ──────► Stale::routes, encap refresh            │
 //!  Tick::Heartbeat ─────────► Alive; retry what failed ───────────────┤
 //!  Tick::Refresh ───────────► ReadDrift ─ … ─► Input::DriftRead ──────┤
+//!  Input::FirewallChanged ──► ReadDrift now (again after a read under way)
 //!  Tick::Report ────────────► WriteFelixStatus                        ▼
 //!
 //!  a pass (pass.rs), each phase waiting for the result of its effects:
@@ -96,6 +97,8 @@ pub struct Core {
     up: BTreeSet<String>,
     /// A drift check's read is out.
     drift_reading: bool,
+    /// The firewall changed while a drift check's read was out: read again when it is back.
+    drift_again: bool,
     backend: BackendKind,
     /// Readiness as last said.
     ready: bool,
@@ -135,6 +138,7 @@ impl Core {
             host_interfaces: BTreeMap::new(),
             up: BTreeSet::new(),
             drift_reading: false,
+            drift_again: false,
             backend,
             ready: false,
             first_update: true,
@@ -162,6 +166,7 @@ impl Core {
             Input::HostAddresses(events) => self.host_addresses(events, &mut out),
             Input::Links(events) => self.links(&events, &mut out),
             Input::Tick(tick) => self.tick(tick, &mut out),
+            Input::FirewallChanged => self.firewall_changed(&mut out),
             Input::ConfigRead(read) => self.config_read(read, &mut out),
             Input::BackendReplaced(result) => self.backend_replaced(result, &mut out),
             Input::InterfaceAddresses(result) => self.addresses_read(result, &mut out),
@@ -228,6 +233,16 @@ impl Core {
         if !self.drift_reading && self.gate.is_open() && self.firewall.may_read() {
             self.drift_reading = true;
             out.push(Effect::ReadDrift);
+        }
+    }
+
+    /// Someone changed the firewall: check it now. A read under way may have been taken
+    /// before the change, so another follows it.
+    fn firewall_changed(&mut self, out: &mut Vec<Effect>) {
+        if self.drift_reading {
+            self.drift_again = true;
+        } else {
+            self.check_drift(out);
         }
     }
 

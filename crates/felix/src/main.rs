@@ -22,10 +22,12 @@ struct Args {
     /// missing file given here is an error.
     #[arg(short = 'c', long = "config-file")]
     config_file: Option<PathBuf>,
-    /// Print what Felix would program on this host and exit, changing nothing: the
-    /// `ipset restore` and `iptables-restore` input of a full sync, and the routes, neighbours,
-    /// interface settings and conntrack flushes it would apply. Reads etcd once (no waiting for
-    /// Ready, no watch) and this host's kernel.
+    /// Print what Felix would program on this host and exit, changing nothing: first the
+    /// firewall backend NFTablesMode chooses and why, then what a full sync loads (iptables:
+    /// the `ipset restore` and `iptables-restore` input; nftables: the `nft -f` script of the
+    /// table `inet calico`, one transaction), and the routes, neighbours, interface settings
+    /// and conntrack flushes it would apply. Reads etcd once (no waiting for Ready, no watch)
+    /// and this host's kernel.
     #[arg(long)]
     dry_run: bool,
 }

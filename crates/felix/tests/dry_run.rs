@@ -85,3 +85,15 @@ fn dry_run_prints_the_chains_and_routing_plan_and_changes_nothing() {
         "an interface setting was changed"
     );
 }
+
+#[test]
+fn the_help_says_what_either_backend_prints() {
+    let out = Command::new(env!("CARGO_BIN_EXE_calico-felix"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(help.contains("iptables-restore"), "{help}");
+    assert!(help.contains("nft -f"), "{help}");
+}

@@ -118,6 +118,7 @@ pub async fn up(name: &str, options: &UpOptions) -> anyhow::Result<Lab> {
         subnets: options.subnets,
         openstack: None,
         flows_url: None,
+        felix: Some(felix.clone()),
     };
     lab.save()?;
     match build(&mut lab, options, &felix).await {

@@ -38,7 +38,8 @@ enum Cmd {
     Check(commands::check::Args),
     /// Waits until every Felix has programmed everything written to etcd so far.
     Wait(commands::wait::Args),
-    /// Kills a host's Felix with SIGKILL and starts it again.
+    /// Kills a host's Felix with SIGKILL and starts it again, from the binary `up` started
+    /// (its `--felix`, remembered in the lab's state).
     RestartFelix(commands::restart_felix::Args),
     /// Stops the neutron-server of an `up --openstack` lab and starts it again as `up` did
     /// (Calico's ML2 driver on its PYTHONPATH); returns when it answers. With --calico-neutron,

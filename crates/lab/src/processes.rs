@@ -131,9 +131,14 @@ pub(crate) fn sibling_binary(name: &str, package: &str) -> anyhow::Result<PathBu
         .with_context(|| format!("{name} not found beside calico-lab or on PATH; build it with `cargo build -p {package}`"))
 }
 
-/// Kills a host's Felix (SIGKILL) and starts it again, with the lab's settings plus `extra`.
+/// Kills a host's Felix (SIGKILL) and starts it again (the binary `up` started), with the
+/// lab's settings plus `extra`.
 pub fn restart_felix(lab: &mut Lab, host: &str, extra: &[(String, String)]) -> anyhow::Result<i32> {
-    let felix = felix_binary(None)?;
+    // The binary `up` started, as the lab remembers it; else as `up` would find one.
+    let felix = match &lab.felix {
+        Some(felix) => felix.clone(),
+        None => felix_binary(None)?,
+    };
     lab.host(host)?;
     let index = lab
         .hosts

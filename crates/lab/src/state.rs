@@ -47,6 +47,10 @@ pub struct Lab {
     /// `None` for a lab without one (`up --no-flows`).
     #[serde(default)]
     pub flows_url: Option<String>,
+    /// The `calico-felix` binary `up` started (its `--felix`, `$CALICO_FELIX`, or the one
+    /// found): `restart-felix` starts the same one. `None` in the state of an older lab.
+    #[serde(default)]
+    pub felix: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

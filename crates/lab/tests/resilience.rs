@@ -115,8 +115,8 @@ fn a_restart_for_a_configuration_change_keeps_flows() {
     assert!(lab.tcp("client", W2, 80), "policy still holds");
 }
 
-/// Someone tampers with the firewall and deletes a route: the periodic refresh puts them back
-/// and says so. Each tampering lets packets skip the workloads' policy:
+/// Someone tampers with the firewall and deletes a route: Felix puts them back (the firewall
+/// at once, told by nf_tables; the route at the periodic refresh) and says so. Each tampering lets packets skip the workloads' policy:
 ///
 /// | backend | tampering |
 /// | --- | --- |
@@ -137,11 +137,8 @@ fn drift_is_repaired() {
         Backend::Iptables => tamper_with_iptables(&lab),
         Backend::Nftables => tamper_with_nftables(&lab, &iface),
     }
-    assert_ne!(
-        lab.firewall("host2"),
-        before,
-        "the tampering changed nothing"
-    );
+    // No look at the firewall here: Felix hears of the tampering from nf_tables at once and may
+    // have repaired it already; its log below says it found drift.
     let del_route = lab.in_host("host2", "ip", &["route", "del", W2, "dev", &iface]);
     assert!(del_route.status.success());
 

@@ -17,6 +17,7 @@
 //! | `encode.rs`, `expr.rs` | a batch as one nf_tables transaction; a rule's expressions |
 //! | `decode.rs` | the kernel's dumps back into values |
 //! | `socket.rs` | the `NETLINK_NETFILTER` socket: a batch in one `sendmsg`, errors mapped to the operation that failed |
+//! | `monitor.rs` | [`FirewallEvents`]: changes other processes make to nf_tables (iptables-nft's too), as they happen |
 //! | `kernel.rs` | [`Nft`], the real [`NfTables`], and [`probe`] |
 //! | `fake.rs` | [`crate::fake::FakeNft`]: the same trait in memory, refusing what the kernel refuses |
 //!
@@ -40,6 +41,7 @@ mod expr;
 pub(crate) mod fake;
 mod forms;
 mod kernel;
+mod monitor;
 mod socket;
 mod wire;
 
@@ -47,6 +49,7 @@ pub use ast::*;
 pub use display::Script;
 pub(crate) use display::summary;
 pub use kernel::{Nft, probe};
+pub use monitor::{ChangeKind, FirewallEvent, FirewallEvents};
 pub use wire::{COMMENT_MAX, LOG_PREFIX_MAX, NAME_MAX};
 
 /// The digest of a rule as written: 64 bits of FNV-1a over its `nft` text. Stable across

@@ -26,6 +26,10 @@ pub enum Input {
     /// A burst of link and address events (a veth pair comes with several).
     Links(Vec<LinkEvent>),
     Tick(Tick),
+    /// Someone else changed Felix's nf_tables table, or a kernel table iptables-nft writes
+    /// (`filter`, `nat`, `raw`, `mangle`), or the monitor lost notifications: a burst of such
+    /// changes, seen as they happen (`FirewallEvents`). The drift check runs now.
+    FirewallChanged,
     /// [`Effect::ReadConfig`](super::Effect::ReadConfig): the configuration in etcd.
     ConfigRead(Result<ConfigValues, DatastoreError>),
     /// [`Effect::ReplaceBackend`](super::Effect::ReplaceBackend): the backend now running, or

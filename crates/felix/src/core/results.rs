@@ -119,6 +119,9 @@ impl Core {
         }
         self.stale.routes = true;
         self.program(out);
+        if std::mem::take(&mut self.drift_again) {
+            self.check_drift(out);
+        }
     }
 
     pub(super) fn routes_done(

@@ -525,3 +525,51 @@ fn flow_logs_get_the_names_of_a_changed_state_at_most_once_a_heartbeat() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn a_change_to_the_firewall_checks_it_at_once_and_again_after_a_read_under_way() {
+    let mut bench = Bench::new(&[]);
+    bench.start(&[(WEB, Some(WEB_BODY))], &[], &["caliweb"]);
+
+    // Someone flushes a chain: the change is seen as it happens, no tick needed.
+    let stranger = "*filter\n-F cali-wi-caliweb\nCOMMIT\n";
+    FirewallTables::restore(&bench.kernel, Family::V4, stranger).unwrap();
+    assert_eq!(
+        bench.step(Input::FirewallChanged),
+        ["read firewall for drift"]
+    );
+    assert_eq!(
+        bench.finish_drift_read(),
+        ["firewall: repair drift → repaired", "sync routes"]
+    );
+    bench.step(routes_synced(&["caliweb"]));
+    assert!(bench.filter_rules("cali-wi-caliweb").unwrap().len() > 1);
+
+    // A change while a read is out: that read may predate it, so another read follows.
+    assert_eq!(
+        bench.step(Input::FirewallChanged),
+        ["read firewall for drift"]
+    );
+    assert_eq!(
+        bench.step(Input::FirewallChanged),
+        Vec::<String>::new(),
+        "one read at a time"
+    );
+    // The read was taken before this flush.
+    let early = bench.drift.take().unwrap().read().unwrap();
+    FirewallTables::restore(&bench.kernel, Family::V4, stranger).unwrap();
+    assert_eq!(
+        bench.step(Input::DriftRead(Ok(early))),
+        [
+            "firewall: repair drift → nothing drifted",
+            "sync routes",
+            "read firewall for drift"
+        ]
+    );
+    bench.step(routes_synced(&["caliweb"]));
+    assert_eq!(
+        bench.finish_drift_read(),
+        ["firewall: repair drift → repaired", "sync routes"]
+    );
+    assert!(bench.filter_rules("cali-wi-caliweb").unwrap().len() > 1);
+}

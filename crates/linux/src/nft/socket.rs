@@ -83,22 +83,33 @@ pub(super) struct Conn {
     netns: String,
     buf: Vec<u8>,
     sndbuf: usize,
+    /// The socket's port id: the `nlmsg_pid` of the notifications its batches cause.
+    port: u32,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        super::monitor::own_port(self.port, false);
+    }
 }
 
 impl Conn {
     pub fn open(netns: &Netns) -> Result<Conn, NftError> {
-        let socket = in_netns(netns, || {
+        let (socket, port) = in_netns(netns, || {
             let mut socket = Socket::new(NETLINK_NETFILTER)?;
-            socket.bind_auto()?;
+            let port = socket.bind_auto()?.port_number();
             socket.connect(&SocketAddr::new(0, 0))?;
-            Ok(socket)
+            Ok((socket, port))
         })
         .map_err(|e| NftError::Socket {
             netns: netns.to_string(),
             reason: format!("cannot open a netfilter netlink socket: {e}"),
         })?;
+        // The monitor leaves out what this socket changes (`monitor.rs`).
+        super::monitor::own_port(port, true);
         let conn = Conn {
             socket,
+            port,
             seq: std::process::id().wrapping_mul(65_536),
             netns: netns.to_string(),
             buf: Vec::with_capacity(DATAGRAM),
