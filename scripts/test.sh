@@ -15,7 +15,7 @@ cargo test --workspace -j2 "$@"
 # itself, and ran above) and openstack*.rs (not yet run on nftables in CI).
 nftables_lab_tests=(
   e2e host_endpoints masquerade metadata nat vxlan differential resilience etcd_cluster soak
-  bgp non_pool_routes podman examples_yaml migrate_v2 docker flows flow_counts
+  bgp non_pool_routes podman examples_yaml migrate_v2 docker flows flow_counts firewall_monitor
 )
 echo "== the lab tests again, on Felix's nftables backend"
 CALICO_TEST_BACKEND=nftables cargo test -j2 -p calico-lab \

@@ -218,6 +218,72 @@ fn json_and_yaml_carry_the_records_and_yaml_quotes_what_yaml_1_1_would_misread()
 }
 
 #[test]
+fn the_table_and_json_show_each_sides_address_and_address_filters() {
+    let flows = Aggregator::start(&[]);
+    let mut posted = three_flows();
+    posted[0]["source"]["address"] = json!("10.65.0.10");
+    posted[0]["destination"]["address"] = json!("10.65.1.20");
+    posted[2]["source"]["address"] = json!("10.65.0.11");
+    posted[2]["destination"]["address"] = json!("192.0.2.7");
+    flows.post(&posted); // the second as an older Felix sends it: no addresses
+    let url = flows.url();
+    let listed = rows(&ok(&["flows", "--flows-url", &url]));
+    assert_eq!(
+        &listed[0][3..5],
+        [
+            "h1/ns.front/eth0 (10.65.0.10)",
+            "h2/ns.db/eth0 (10.65.1.20)"
+        ]
+    );
+    assert_eq!(&listed[1][3..5], ["h1/ns.web/eth0", "h2/ns.db/eth0"]);
+    assert_eq!(
+        &listed[2][3..5],
+        ["h1/ns.web/eth0 (10.65.0.11)", "192.0.2.7"]
+    );
+    let only = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["flows", "--flows-url", &url];
+        all.extend_from_slice(args);
+        rows(&ok(&all))
+            .into_iter()
+            .map(|row| row[5].clone())
+            .collect()
+    };
+    assert_eq!(only(&["--address", "10.65.0.10"]), ["tcp/5432"]);
+    assert_eq!(
+        only(&["--address", "10.65.0.0/24"]),
+        ["tcp/5432", "tcp/443"]
+    );
+    assert_eq!(only(&["--address", "192.0.2.0/24"]), ["tcp/443"]);
+    assert!(only(&["--address", "10.66.0.0/16"]).is_empty());
+    let json: Value = serde_json::from_str(&ok(&[
+        "flows",
+        "--flows-url",
+        &url,
+        "--address",
+        "10.65.1.20",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(json["total"], json!(1));
+    let sides = &json["flows"][0]["flow"];
+    assert_eq!(
+        (
+            &sides["source"]["address"],
+            &sides["destination"]["address"]
+        ),
+        (&json!("10.65.0.10"), &json!("10.65.1.20"))
+    );
+    let out = calicoctl(&["flows", "--flows-url", &url, "--address", "web"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("--address \"web\": expected an IP address"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn an_aggregator_that_cannot_be_reached_is_one_line_naming_the_url_and_the_way_out() {
     let refusing = refusing_port();
     let url = refusing.url();

@@ -11,8 +11,9 @@
 //! ```
 //!
 //! The collector is pure: tests feed it logged packets and conntrack entries and read records.
-//! One key per (local endpoint, direction, other side, protocol, destination port, verdict,
-//! trail): source ports are aggregated away, as the records' contract says.
+//! One key per (local endpoint and its address, direction, other side and its address,
+//! protocol, destination port, verdict, trail): source ports are aggregated away, as the
+//! records' contract says; each side's address is the packet's (after any DNAT).
 //!
 //! Counting: a connection is one per tuple however often its SYN is retransmitted (until a
 //! reply, each retransmission is ct state new again, so the firewall logs it again); a denied
@@ -132,8 +133,11 @@ enum Side {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct FlowKey {
     local: EndpointKey,
+    /// The addresses the packets used: two addresses of one endpoint are two flows.
+    local_address: IpAddr,
     direction: FlowDirection,
     remote: Side,
+    remote_address: IpAddr,
     protocol: u8,
     dst_port: Option<u16>,
     action: Verdict,
@@ -273,25 +277,27 @@ impl Collector {
         steps: Vec<Logged>,
         now: u64,
     ) {
-        let (local, remote) = if inbound {
+        let (local_address, remote_address) = if inbound {
             (header.dst, header.src)
         } else {
             (header.src, header.dst)
         };
         let Some(local) = names
             .owners
-            .get(&local)
+            .get(&local_address)
             .filter(|key| key.hostname() == names.hostname)
         else {
             self.stats.unknown_endpoint += 1;
             return;
         };
-        let remote = match names.owners.get(&remote) {
+        let remote = match names.owners.get(&remote_address) {
             Some(key) => Side::Endpoint(key.clone()),
-            None => Side::Net(remote),
+            None => Side::Net(remote_address),
         };
         let flow = FlowKey {
             local: local.clone(),
+            local_address,
+            remote_address,
             direction: if inbound {
                 FlowDirection::Ingress
             } else {
@@ -424,8 +430,10 @@ impl Collector {
 }
 
 fn record(names: &FlowNames, flow: &FlowKey, totals: Totals, start: u64, end: u64) -> FlowRecord {
-    let local = names.side(&Side::Endpoint(flow.local.clone()));
-    let remote = names.side(&flow.remote);
+    let local = names
+        .side(&Side::Endpoint(flow.local.clone()))
+        .with_address(flow.local_address);
+    let remote = names.side(&flow.remote).with_address(flow.remote_address);
     let (source, destination) = match flow.direction {
         FlowDirection::Ingress => (remote, local),
         FlowDirection::Egress => (local, remote),

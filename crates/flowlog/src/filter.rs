@@ -5,6 +5,7 @@
 //! | parameter | matches a flow when |
 //! | --- | --- |
 //! | `endpoint` | the source's or destination's key (or net) contains the text |
+//! | `address` | the source's or destination's address is this IP, or in this CIDR (a record without addresses: its `net` is inside it) |
 //! | `profile` | the source or destination has the profile |
 //! | `tier` | a step of either trail is in the tier |
 //! | `policy` | a step of either trail names the policy (or profile) |
@@ -13,14 +14,18 @@
 //! | `direction` | `ingress` or `egress` |
 //! | `start_gte`, `start_lt` | its start time is in `[start_gte, start_lt)`: unix seconds, or negative for seconds before now; 0 is no bound |
 
+use std::net::IpAddr;
+
 use calico_model::flow::{FlowDirection, FlowEndpoint, FlowRecord, Verdict};
+use ipnet::IpNet;
 use percent_encoding::{NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
 use crate::error::FilterError;
 
 /// The parameters [`FlowFilter::set`] knows.
-pub const PARAMETERS: [&str; 9] = [
+pub const PARAMETERS: [&str; 10] = [
     "endpoint",
+    "address",
     "profile",
     "tier",
     "policy",
@@ -35,6 +40,8 @@ pub const PARAMETERS: [&str; 9] = [
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FlowFilter {
     pub endpoints: Vec<String>,
+    /// IPs (as `/32` or `/128`) and CIDRs.
+    pub addresses: Vec<IpNet>,
     pub profiles: Vec<String>,
     pub tiers: Vec<String>,
     pub policies: Vec<String>,
@@ -52,6 +59,7 @@ impl FlowFilter {
         let bad = |reason: String| FilterError::new(name, value, reason);
         match name {
             "endpoint" => self.endpoints.push(nonempty(name, value)?),
+            "address" => self.addresses.push(address(value).map_err(bad)?),
             "profile" => self.profiles.push(nonempty(name, value)?),
             "tier" => self.tiers.push(nonempty(name, value)?),
             "policy" => self.policies.push(nonempty(name, value)?),
@@ -100,6 +108,7 @@ impl FlowFilter {
         for (name, values) in lists {
             pairs.extend(values.iter().map(|v| (name, v.clone())));
         }
+        pairs.extend(self.addresses.iter().map(|a| ("address", shown(a))));
         pairs.extend(
             self.actions
                 .iter()
@@ -147,6 +156,11 @@ impl FlowFilter {
             && any(&self.endpoints, &|e| {
                 sides.iter().any(|s| side_contains(s, e))
             })
+            && (self.addresses.is_empty()
+                || self
+                    .addresses
+                    .iter()
+                    .any(|a| sides.iter().any(|s| side_within(s, a))))
             && any(&self.profiles, &|p| {
                 sides.iter().any(|s| s.profiles.iter().any(|q| q == p))
             })
@@ -164,6 +178,34 @@ fn side_contains(side: &FlowEndpoint, text: &str) -> bool {
         (Some(key), _) => key.contains(text),
         (None, Some(net)) => net.to_string().contains(text),
         (None, None) => false,
+    }
+}
+
+/// Whether the side's address (or, from a Felix that sends none, its net) is in `range`.
+fn side_within(side: &FlowEndpoint, range: &IpNet) -> bool {
+    match (side.address, &side.net) {
+        (Some(address), _) => range.contains(&address),
+        (None, Some(net)) => range.contains(net),
+        (None, None) => false,
+    }
+}
+
+/// An IP (read as `/32` or `/128`) or a CIDR.
+fn address(value: &str) -> Result<IpNet, String> {
+    if let Ok(ip) = value.parse::<IpAddr>() {
+        return Ok(IpNet::from(ip));
+    }
+    value.parse::<IpNet>().map(|net| net.trunc()).map_err(|_| {
+        "expected an IP address (10.65.0.10, fd00::10) or a CIDR (10.65.0.0/16)".to_owned()
+    })
+}
+
+/// An address range as written: a single address without its prefix length.
+fn shown(range: &IpNet) -> String {
+    if range.prefix_len() == range.max_prefix_len() {
+        range.addr().to_string()
+    } else {
+        range.to_string()
     }
 }
 

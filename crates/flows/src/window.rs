@@ -11,6 +11,7 @@
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
+use std::net::IpAddr;
 
 use calico_flowlog::FlowFilter;
 use calico_flowlog::protocol::{FlowList, FlowResult, Hints, MAX_HINTS};
@@ -401,7 +402,7 @@ type FlowKey<'a> = (
     &'a PolicyTrail,
 );
 
-type KeySide<'a> = (u8, Option<&'a str>, Option<&'a IpNet>);
+type KeySide<'a> = (u8, Option<&'a str>, Option<&'a IpNet>, Option<&'a IpAddr>);
 
 fn key(r: &FlowRecord) -> FlowKey<'_> {
     (
@@ -421,6 +422,7 @@ fn side(endpoint: &FlowEndpoint) -> KeySide<'_> {
         endpoint.kind as u8,
         endpoint.key.as_deref(),
         endpoint.net.as_ref(),
+        endpoint.address.as_ref(),
     )
 }
 

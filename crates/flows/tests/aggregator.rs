@@ -464,3 +464,57 @@ async fn a_bad_address_is_refused_by_name() {
     assert!(matches!(error, FlowLogError::Url { .. }), "{error}");
     assert!(error.to_string().contains("https is not served"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn addresses_are_part_of_a_flow_and_filter_it() {
+    let flows = Flows::start(&[]);
+    let client = QueryClient::new(&flows.url()).unwrap();
+    // One workload talking from two addresses, and a record of an older Felix (none).
+    let from = |address: &str| {
+        let mut record = allowed();
+        record["source"]["address"] = json!(address);
+        record["destination"]["address"] = json!("10.65.1.20");
+        record
+    };
+    let records = [
+        from("10.65.0.10"),
+        from("10.65.0.11"),
+        from("10.65.0.10"),
+        denied(),
+    ];
+    assert_eq!(flows.post(&batch(&records)).1["accepted"], 4);
+    let all = client.list(&FlowFilter::default(), None).await.unwrap();
+    assert_eq!(all.total, 3, "two addresses of one workload are two flows");
+    let by_address = |a: Option<std::net::IpAddr>| {
+        all.flows
+            .iter()
+            .filter(|f| f.flow.source.address == a)
+            .map(|f| f.records)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(by_address(Some("10.65.0.10".parse().unwrap())), [2]);
+    assert_eq!(by_address(Some("10.65.0.11".parse().unwrap())), [1]);
+    for (query, total) in [
+        ("address=10.65.0.10", 1),
+        ("address=10.65.1.20", 2),
+        ("address=10.65.0.0/24", 2),
+        ("address=10.65.0.0/16", 2),
+        ("address=10.65.0.11&address=10.99.0.0/16", 1),
+        ("address=fd00::/8", 0),
+    ] {
+        let filter = FlowFilter::from_query(query).unwrap();
+        assert_eq!(
+            client.list(&filter, Some(10)).await.unwrap().total,
+            total,
+            "{query}"
+        );
+    }
+    let path = "/api/v1/flows?address=10.65.0.300";
+    let (status, answer) = http(&flows.address, "GET", path, &[], b"");
+    let answer = String::from_utf8_lossy(&answer);
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer.contains("query parameter address=") && answer.contains("expected an IP address"),
+        "{answer}"
+    );
+}

@@ -68,7 +68,7 @@ fn a_denied_flow_appears_with_its_policy_and_filters_narrow_the_table() {
 
     // A denied flow arrives while the page is open: no reload.
     let posted = Instant::now();
-    let denied = ingress(
+    let mut denied = ingress(
         wep("h1", "ns.front", "front"),
         "ns.db",
         "deny",
@@ -76,6 +76,8 @@ fn a_denied_flow_appears_with_its_policy_and_filters_narrow_the_table() {
         2,
         5,
     );
+    denied["source"]["address"] = json!("10.65.0.10");
+    denied["destination"]["address"] = json!("10.65.1.20");
     assert_eq!(flows.post(&batch(&[denied])).1["accepted"], 1);
     let seen = wait_rows(&browser, "the denied flow in the table", |rows| {
         rows.iter()
@@ -87,8 +89,8 @@ fn a_denied_flow_appears_with_its_policy_and_filters_narrow_the_table() {
     );
     let row = seen.iter().find(|r| r.contains("db-guard")).unwrap();
     assert!(
-        row.contains("h1/ns.front/eth0") && row.contains("h2/ns.db/eth0"),
-        "{row}"
+        row.contains("h1/ns.front/eth0 (10.65.0.10)") && row.contains("h2/ns.db/eth0 (10.65.1.20)"),
+        "each side with its address: {row}"
     );
     assert!(row.contains("deny") && row.contains("tcp:5432"), "{row}");
     assert_eq!(
@@ -119,6 +121,8 @@ fn a_denied_flow_appears_with_its_policy_and_filters_narrow_the_table() {
     for hop in ["tier default", "policy db-guard", "rule 3", "deny"] {
         assert!(trail[0].contains(hop), "{trail:?}");
     }
+    let details = browser.texts("#detail-fields dd");
+    assert!(details.iter().any(|d| d == "10.65.0.10"), "{details:?}");
     save_screenshot(&browser, "console.png");
     browser.click("#flows tbody tr[data-action=\"allow\"]");
     let pending = browser.texts("#trail-pending li");
@@ -135,6 +139,17 @@ fn a_denied_flow_appears_with_its_policy_and_filters_narrow_the_table() {
     });
     assert_eq!(narrowed.len(), 1);
     browser.clear(&policy);
+    browser.script("document.getElementById('filters').dispatchEvent(new Event('input'))");
+    wait_rows(&browser, "both flows again", |rows| rows.len() == 2);
+    // An address (or CIDR) narrows to the flows with it at either end.
+    let address = browser.find("input[name=address]");
+    browser.type_into(&address, "10.65.1.0/24");
+    wait_rows(
+        &browser,
+        "only the flow with an address in 10.65.1.0/24",
+        |rows| rows.len() == 1 && rows[0].contains("db-guard"),
+    );
+    browser.clear(&address);
     browser.script("document.getElementById('filters').dispatchEvent(new Event('input'))");
     wait_rows(&browser, "both flows again", |rows| rows.len() == 2);
     browser.click("select[name=action] option[value=allow]");

@@ -2,7 +2,8 @@
 //! send their flows to the lab's `calico-flows`; a connection denied by a policy shows in
 //! `calicoctl flows` and in the console (a real headless chromium) with the policy and the
 //! rule that denied it, and a staged policy's deny shows as "would deny" while the traffic it
-//! names still flows. Runs on the backend `CALICO_TEST_BACKEND` names (both in CI).
+//! names still flows. Each record carries the addresses the packets used, and `--address`
+//! finds it by them. Runs on the backend `CALICO_TEST_BACKEND` names (both in CI).
 
 mod common;
 
@@ -89,6 +90,22 @@ fn a_denied_connection_shows_with_its_policy_in_calicoctl_flows_and_the_console(
     });
     assert_eq!(denied["action"], "deny", "{denied:#}");
     assert_eq!(denied["direction"], "ingress", "{denied:#}");
+    assert_eq!(
+        (
+            &denied["source"]["address"],
+            &denied["destination"]["address"]
+        ),
+        (&Value::from(CLIENT), &Value::from(WEB)),
+        "both workloads' addresses, as the packets had them: {denied:#}"
+    );
+    for (cidr, found) in [("10.65.1.0/24", true), (WEB, true), ("10.65.9.0/24", false)] {
+        let listed = flows(&lab, &url, &["--action", "deny", "--address", cidr]);
+        assert_eq!(
+            to_web(&listed, 6379).is_some(),
+            found,
+            "--address {cidr}: {listed:#?}"
+        );
+    }
     let last = denied["policies"]["enforced"]
         .as_array()
         .and_then(|steps| steps.last())
@@ -136,10 +153,13 @@ fn a_denied_connection_shows_with_its_policy_in_calicoctl_flows_and_the_console(
     let mut rows = Vec::new();
     eventually("the denied flow in the console", WITHIN, || {
         rows = browser.texts("#flows tbody tr");
-        match rows
-            .iter()
-            .any(|row| row.contains("deny") && row.contains("no-redis") && row.contains("6379"))
-        {
+        match rows.iter().any(|row| {
+            row.contains("deny")
+                && row.contains("no-redis")
+                && row.contains("6379")
+                && row.contains(&format!("({CLIENT})"))
+                && row.contains(&format!("({WEB})"))
+        }) {
             true => Ok(()),
             false => Err(format!("rows: {rows:#?}")),
         }

@@ -15,11 +15,13 @@
 //! | `dst_port` present exactly for protocols with ports, never 0 | the key of a flow |
 //! | times are unix seconds in 2000..2100, `end_time` after `start_time`, at most an hour apart | catches milliseconds and swapped fields |
 //! | the trail ends in the step that decided, and that step's verdict is `action` | a record cannot contradict itself |
+//! | an endpoint's `address` is an address of the flow's family (both sides the same), and for a `net` inside its `net` | what the packets used, read as an address |
 //! | names follow the model's rules (`names`, `labels`); at most 32 profiles, 64 labels and 64 steps | hostile records stay small |
 
 mod trail;
 
 use std::fmt;
+use std::net::IpAddr;
 
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
@@ -124,6 +126,10 @@ pub struct FlowEndpoint {
     #[serde(default, deserialize_with = "net::deserialize_opt")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub net: Option<IpNet>,
+    /// The address the flow's packets used for this side (records of older Felixes have none,
+    /// and are accepted). For a `net` it is an address inside `net`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<IpAddr>,
     /// The endpoint's `profile_ids`, in order (the namespace-like grouping of this model).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub profiles: Vec<String>,
@@ -151,6 +157,7 @@ impl FlowEndpoint {
             kind: EndpointKind::Net,
             key: None,
             net: Some(net),
+            address: None,
             profiles: Vec::new(),
             labels: LabelMap::new(),
         }
@@ -161,9 +168,16 @@ impl FlowEndpoint {
             kind,
             key: Some(key),
             net: None,
+            address: None,
             profiles,
             labels,
         }
+    }
+
+    /// The same side, with the address its packets used.
+    pub fn with_address(mut self, address: IpAddr) -> Self {
+        self.address = Some(address);
+        self
     }
 
     /// What the side is called: its key, or its network.
@@ -204,7 +218,17 @@ impl Validate for FlowEndpoint {
                     "profiles",
                     "a net has no profiles",
                 )?;
-                forbid(!self.labels.is_empty(), "labels", "a net has no labels")
+                forbid(!self.labels.is_empty(), "labels", "a net has no labels")?;
+                match (self.net, self.address) {
+                    (Some(net), Some(address)) if !net.contains(&address) => {
+                        let reason = format!(
+                            "{address} is not inside the net {net}: give the address the \
+                             packets used, or leave it out"
+                        );
+                        Err(ValidationError::new("address", reason))
+                    }
+                    _ => Ok(()),
+                }
             }
             kind => {
                 forbid(self.net.is_some(), "net", "only kind net has a net")?;
@@ -369,6 +393,39 @@ impl FlowRecord {
         Ok(())
     }
 
+    /// Both sides of one family (IPv4 or IPv6) once either gives its `address`.
+    fn check_addresses(&self) -> Result<(), ValidationError> {
+        let family = |side: &FlowEndpoint| {
+            side.address
+                .map(|a| a.is_ipv4())
+                .or(side.net.map(|n| matches!(n, IpNet::V4(_))))
+        };
+        let given = self.source.address.is_some() || self.destination.address.is_some();
+        let (Some(source), Some(destination)) = (family(&self.source), family(&self.destination))
+        else {
+            return Ok(());
+        };
+        if !given || source == destination {
+            return Ok(());
+        }
+        let (field, side) = match self.destination.address {
+            Some(_) => ("destination.address", &self.destination),
+            None => ("source.address", &self.source),
+        };
+        let version = |v4: bool| if v4 { 4 } else { 6 };
+        let reason = format!(
+            "{} is IPv{} but the other side is IPv{}: a flow's addresses are of one family",
+            side.address.map(|a| a.to_string()).unwrap_or_default(),
+            version(family(side) == Some(true)),
+            version(if field.starts_with("destination") {
+                source
+            } else {
+                destination
+            }),
+        );
+        Err(ValidationError::new(field, reason))
+    }
+
     fn check_counters(&self) -> Result<(), ValidationError> {
         for (field, bytes, packets) in [
             ("bytes_in", self.bytes_in, self.packets_in),
@@ -391,6 +448,7 @@ impl Validate for FlowRecord {
         self.destination
             .validate()
             .map_err(|e| e.within("destination"))?;
+        self.check_addresses()?;
         self.check_port()?;
         self.check_reporter()?;
         self.policies.validate().map_err(|e| e.within("policies"))?;

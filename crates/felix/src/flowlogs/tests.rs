@@ -12,7 +12,7 @@ fn names() -> FlowNames {
     for (key, value) in [
         (
             WEB,
-            r#"{"state": "active", "name": "caliweb", "profile_ids": ["web"], "ipv4_nets": ["10.0.0.1/32"], "labels": {"app": "web"}}"#,
+            r#"{"state": "active", "name": "caliweb", "profile_ids": ["web"], "ipv4_nets": ["10.0.0.1/32", "10.0.0.11/32"], "labels": {"app": "web"}}"#,
         ),
         (
             DB,
@@ -186,6 +186,11 @@ fn an_allowed_connection_has_its_trail_and_its_counters_per_interval() {
     assert_eq!(r.direction, FlowDirection::Ingress);
     assert_eq!(r.destination.key.as_deref(), Some(WEB));
     assert_eq!(r.source.key.as_deref(), Some(DB), "the other end is named");
+    assert_eq!(
+        (r.source.address, r.destination.address),
+        (Some(tuple.src), Some(tuple.dst)),
+        "both ends carry the addresses the packets used"
+    );
     assert_eq!(r.dst_port, Some(80));
     assert_eq!(r.action, Verdict::Allow);
     assert_eq!(
@@ -238,6 +243,30 @@ fn retried_denied_attempts_are_one_connection_with_every_packet() {
         r.policies.enforced,
         [PolicyHit::policy("t", "gate", 0, Action::Deny)]
     );
+}
+
+#[test]
+fn two_addresses_of_one_endpoint_are_two_flows_each_with_its_address() {
+    let names = names();
+    let mut collector = Collector::new(1_000_000_000);
+    for dst in ["10.0.0.1", "10.0.0.11"] {
+        let denied = packet(gate(0), StepAction::Deny, "192.0.2.9", dst, 22);
+        collector.logged(&names, &denied, 1_000_000_001);
+    }
+    let mut records = collector.flush(&names, 1_000_000_015);
+    records.sort_by_key(|r| r.destination.address);
+    let seen: Vec<_> = records
+        .iter_mut()
+        .map(|r| {
+            r.validate().expect("a record the aggregator takes");
+            let address = |s: &str| Some(s.parse::<IpAddr>().unwrap());
+            assert_eq!(r.destination.key.as_deref(), Some(WEB));
+            assert_eq!(r.source.address, address("192.0.2.9"), "a net's address");
+            assert_eq!(r.source.net, Some("192.0.2.9/32".parse().unwrap()));
+            (r.destination.address.unwrap().to_string(), r.packets_in)
+        })
+        .collect();
+    assert_eq!(seen, [("10.0.0.1".into(), 1), ("10.0.0.11".into(), 1)]);
 }
 
 #[test]

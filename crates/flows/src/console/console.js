@@ -84,6 +84,14 @@ function shortName(side) {
   return `${parts[4]}/${parts[6]}`;
 }
 
+// The short name with the address the packets used, when the record has it and the name does
+// not say it already: h1/ns.web/eth0 (10.65.0.10).
+function addressedName(side) {
+  const name = shortName(side);
+  const bare = name.replace(/\/(32|128)$/, '');
+  return side.address && side.address !== bare ? `${name} (${side.address})` : name;
+}
+
 function time(seconds) {
   return new Date(seconds * 1000).toLocaleTimeString();
 }
@@ -164,8 +172,8 @@ function renderTable(list) {
     const row = el('tr', { 'data-id': result.id, 'data-action': f.action },
       el('td', {}, time(f.end_time)),
       el('td', {}, f.reporter),
-      el('td', { class: 'name', title: sideName(f.source) }, el('span', { class: 'kind' }, f.source.kind), shortName(f.source)),
-      el('td', { class: 'name', title: sideName(f.destination) }, el('span', { class: 'kind' }, f.destination.kind), shortName(f.destination)),
+      el('td', { class: 'name', title: sideName(f.source) }, el('span', { class: 'kind' }, f.source.kind), addressedName(f.source)),
+      el('td', { class: 'name', title: sideName(f.destination) }, el('span', { class: 'kind' }, f.destination.kind), addressedName(f.destination)),
       el('td', {}, `${f.protocol}${port}`),
       el('td', {}, f.direction),
       el('td', { class: `action ${f.action}` }, f.action),
@@ -206,6 +214,7 @@ function renderDetail() {
   const add = (name, value) => fields.push(el('dt', {}, name), el('dd', {}, value));
   for (const [label, side] of [['source', f.source], ['destination', f.destination]]) {
     add(label, `${side.kind} ${sideName(side)}`);
+    if (side.address) add(`${label} address`, side.address);
     if (side.profiles && side.profiles.length) add(`${label} profiles`, side.profiles.join(', '));
     const labels = Object.entries(side.labels || {}).map(([k, v]) => `${k}=${v}`);
     if (labels.length) add(`${label} labels`, labels.join(', '));

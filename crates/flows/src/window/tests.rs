@@ -139,6 +139,25 @@ fn different_keys_stay_different_flows() {
 }
 
 #[test]
+fn two_addresses_of_one_workload_are_two_flows() {
+    let mut window = Window::new(limits(10));
+    let mut first = flow("a", "10.0.0.1/32", Verdict::Allow, T0);
+    first.source = first.source.with_address("10.65.0.10".parse().unwrap());
+    let mut second = first.clone();
+    second.source.address = Some("10.65.0.11".parse().unwrap());
+    let outcomes: Vec<Outcome> = [first.clone(), second, first]
+        .into_iter()
+        .map(|record| window.insert(record, T0))
+        .collect();
+    assert_eq!(outcomes, [Outcome::Added, Outcome::Added, Outcome::Merged]);
+    let list = all(&window, T0);
+    assert_eq!(list.total, 2);
+    let mut records: Vec<u64> = list.flows.iter().map(|f| f.records).collect();
+    records.sort();
+    assert_eq!(records, [1, 2]);
+}
+
+#[test]
 fn the_oldest_leave_first_when_over_max_flows() {
     let mut window = Window::new(limits(3));
     for i in 0..5u64 {

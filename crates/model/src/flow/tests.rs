@@ -281,6 +281,81 @@ fn each_refusal_names_the_field_and_the_reason() {
 }
 
 #[test]
+fn addresses_round_trip_and_old_records_without_them_are_accepted() {
+    // A 1.0 record (no addresses) still validates and keeps having none.
+    let old = parse(&egress()).unwrap();
+    assert_eq!((old.source.address, old.destination.address), (None, None));
+    assert!(!serde_json::to_string(&old).unwrap().contains("address"));
+    let mut value = egress();
+    value["source"]["address"] = json!("10.65.0.10");
+    value["destination"]["address"] = json!("10.65.1.20");
+    let record = parse(&value).unwrap();
+    assert_eq!(record.source.address, Some("10.65.0.10".parse().unwrap()));
+    assert_eq!(
+        record.destination.address,
+        Some("10.65.1.20".parse().unwrap())
+    );
+    let text = serde_json::to_string(&record).unwrap();
+    assert_eq!(from_json::<FlowRecord>(&text).unwrap(), record);
+    // A net keeps its net and carries the packet's address inside it.
+    value["destination"] = json!({"kind": "net", "net": "10.0.0.0/8", "address": "10.0.0.9"});
+    let record = parse(&value).unwrap();
+    assert_eq!(
+        record.destination.address,
+        Some("10.0.0.9".parse().unwrap())
+    );
+    assert_eq!(record.destination.name(), "10.0.0.0/8");
+}
+
+#[test]
+fn bad_addresses_are_refused_by_field() {
+    let cases: Vec<(Edit, &str, &str)> = vec![
+        (
+            Box::new(|v| v["source"]["address"] = json!("10.65.0.300")),
+            "source.address",
+            "invalid IP address",
+        ),
+        (
+            Box::new(|v| v["destination"]["address"] = json!("10.65.1.0/24")),
+            "destination.address",
+            "invalid IP address",
+        ),
+        (
+            Box::new(|v| {
+                v["source"]["address"] = json!("10.65.0.10");
+                v["destination"]["address"] = json!("fd00::20");
+            }),
+            "destination.address",
+            "fd00::20 is IPv6 but the other side is IPv4",
+        ),
+        (
+            Box::new(|v| {
+                v["source"]["address"] = json!("fd00::10");
+                v["destination"] = json!({"kind": "net", "net": "10.0.0.9"});
+            }),
+            "source.address",
+            "fd00::10 is IPv6 but the other side is IPv4",
+        ),
+        (
+            Box::new(|v| {
+                v["destination"] =
+                    json!({"kind": "net", "net": "10.0.0.0/8", "address": "11.0.0.1"});
+            }),
+            "destination.address",
+            "11.0.0.1 is not inside the net 10.0.0.0/8",
+        ),
+    ];
+    for (edit, field, reason) in cases {
+        let (got_field, got_reason) = refused(edit);
+        assert_eq!(got_field, field, "reason: {got_reason}");
+        assert!(
+            got_reason.contains(reason),
+            "{field}: {got_reason:?} lacks {reason:?}"
+        );
+    }
+}
+
+#[test]
 fn unknown_fields_are_tolerated_and_keys_canonical() {
     let mut value = egress();
     value["from_a_newer_felix"] = json!(true);

@@ -1,10 +1,11 @@
 //! A flow record as a packet the reference evaluator can judge: at the reporting endpoint
 //! (the destination of an ingress flow, its inbound rules; the source of an egress flow, its
-//! outbound rules), between addresses read from the live model.
+//! outbound rules), between the addresses the flow's packets used.
 //!
-//! Records name endpoints by key, not by address, so a workload's or host endpoint's address is
-//! its endpoint's in the datastore now: the first address of the IP version both ends have
-//! (IPv4 first). Records aggregate source ports away and carry no ICMP type or code, so the
+//! Each end's address is the record's `address`. A record of a Felix that sends no addresses
+//! names endpoints by key alone: then a workload's or host endpoint's address is its endpoint's
+//! in the datastore now, the first address of the IP version both ends have (IPv4 first).
+//! Records aggregate source ports away and carry no ICMP type or code, so the
 //! packet has none: rules that name a source port or an ICMP type do not match it.
 
 use std::fmt::Write as _;
@@ -76,16 +77,20 @@ pub fn endpoint_key(side: &FlowEndpoint) -> Option<EndpointKey> {
 fn end(cluster: &Cluster, field: &str, side: &FlowEndpoint) -> Result<End, String> {
     if side.kind == EndpointKind::Net {
         let net = side.net.ok_or_else(|| format!("the {field} has no net"))?;
-        return Ok(End::Net(net.addr()));
+        return Ok(End::Net(side.address.unwrap_or(net.addr())));
     }
     let key = endpoint_key(side).ok_or_else(|| format!("the {field} has no endpoint key"))?;
     let name = side.name();
-    match cluster.endpoints.get(&key) {
-        Some(found) if !found.addresses.is_empty() => Ok(End::Endpoint(found.addresses.clone())),
-        Some(_) => Err(format!(
+    match (cluster.endpoints.get(&key), side.address) {
+        // The endpoint must still be there to be judged; the address is the packets'.
+        (Some(_), Some(address)) => Ok(End::Net(address)),
+        (Some(found), None) if !found.addresses.is_empty() => {
+            Ok(End::Endpoint(found.addresses.clone()))
+        }
+        (Some(_), None) => Err(format!(
             "the {field} {name} has no address in the datastore now"
         )),
-        None => Err(format!("the {field} {name} is no longer in the datastore")),
+        (None, _) => Err(format!("the {field} {name} is no longer in the datastore")),
     }
 }
 
@@ -147,4 +152,60 @@ pub fn command(judged: &Judgement) -> String {
         let _ = write!(text, " --dst-port {port}");
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use calico_calc::Calculator;
+
+    use super::*;
+
+    const FRONT: &str = "/calico/v1/host/h1/workload/k8s/ns.front/endpoint/eth0";
+    const DB: &str = "/calico/v1/host/h2/workload/k8s/ns.db/endpoint/eth0";
+
+    fn flow(source: serde_json::Value) -> FlowRecord {
+        serde_json::from_value(serde_json::json!({
+            "reporter": "h2", "start_time": 1_767_225_600u64, "end_time": 1_767_225_615u64,
+            "source": source,
+            "destination": {"kind": "wep", "key": DB, "address": "10.65.1.20"},
+            "protocol": "tcp", "dst_port": 5432, "direction": "ingress", "action": "allow",
+            "policies": {"enforced": [{"kind": "no-profile-matched", "action": "deny"}]},
+            "packets_in": 1, "bytes_in": 60, "packets_out": 0, "bytes_out": 0,
+            "connections_started": 1
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_packet_has_the_records_addresses_and_else_the_datastores() {
+        let mut calc = Calculator::new("h2");
+        let front = r#"{"state": "active", "name": "califront", "profile_ids": [],
+            "ipv4_nets": ["10.65.0.1/32", "10.65.0.11/32"]}"#;
+        let db = r#"{"state": "active", "name": "calidb", "profile_ids": [],
+            "ipv4_nets": ["10.65.1.2/32"]}"#;
+        calc.apply(FRONT, Some(front));
+        calc.apply(DB, Some(db));
+        let judged = |source| {
+            let packet = packet_of(calc.cluster(), &flow(source))?.packet;
+            Ok::<_, String>((packet.src.to_string(), packet.dst.to_string()))
+        };
+        let recorded = serde_json::json!({"kind": "wep", "key": FRONT, "address": "10.65.0.11"});
+        assert_eq!(
+            judged(recorded),
+            Ok(("10.65.0.11".into(), "10.65.1.20".into()))
+        );
+        let old = serde_json::json!({"kind": "wep", "key": FRONT});
+        assert_eq!(
+            judged(old),
+            Ok(("10.65.0.1".into(), "10.65.1.20".into())),
+            "no address in the record: the endpoint's first in the datastore"
+        );
+        let gone = serde_json::json!({"kind": "wep", "key": FRONT.replace("front", "gone"),
+            "address": "10.65.0.99"});
+        let refused = judged(gone).unwrap_err();
+        assert!(
+            refused.contains("is no longer in the datastore"),
+            "an end gone is not judged, address or not: {refused}"
+        );
+    }
 }

@@ -27,8 +27,9 @@ pub(crate) fn by_id(flows: Vec<FlowResult>, id: &str, total: usize) -> anyhow::R
 /// The flags as the aggregator's filter, each value checked by the filter itself.
 pub(crate) fn filter(args: &FlowFilterArgs) -> anyhow::Result<FlowFilter> {
     let mut filter = FlowFilter::default();
-    let lists: [(&str, &Vec<String>); 5] = [
+    let lists: [(&str, &Vec<String>); 6] = [
         ("endpoint", &args.endpoint),
+        ("address", &args.address),
         ("profile", &args.profile),
         ("tier", &args.tier),
         ("policy", &args.policy),

@@ -1,7 +1,8 @@
 //! The flows as a table for people: one row per flow, newest first, with the step that decided
 //! and what staged policies would decide. Endpoints are shortened as the console shortens them
-//! (`host/workload/endpoint`, `host/endpoint`, a bare address for a /32 or /128 net); `-o json`
-//! keeps the full keys.
+//! (`host/workload/endpoint`, `host/endpoint`, a bare address for a /32 or /128 net), each with
+//! the address its packets used (`h1/ns.web/eth0 (10.65.0.10)`); `-o json` keeps the full keys
+//! and the addresses.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -58,8 +59,8 @@ fn cells(result: &FlowResult) -> impl Iterator<Item = String> {
     [
         time(flow.end_time),
         flow.reporter.clone(),
-        short(&flow.source),
-        short(&flow.destination),
+        addressed(&flow.source),
+        addressed(&flow.destination),
         port(flow),
         flow.direction.as_str().to_owned(),
         flow.action.to_string(),
@@ -107,6 +108,16 @@ pub fn short(side: &FlowEndpoint) -> String {
         Some(net) if net.prefix_len() == net.max_prefix_len() => net.addr().to_string(),
         Some(net) => net.to_string(),
         None => String::new(),
+    }
+}
+
+/// [`short`] with the address the packets used, when the record has it and the name does not
+/// say it already: `h1/ns.web/eth0 (10.65.0.10)`, `10.0.0.0/8 (10.1.2.3)`, `192.0.2.7`.
+pub fn addressed(side: &FlowEndpoint) -> String {
+    let name = short(side);
+    match side.address {
+        Some(address) if address.to_string() != name => format!("{name} ({address})"),
+        _ => name,
     }
 }
 
@@ -206,5 +217,26 @@ mod tests {
         );
         let header = table.lines().next().unwrap();
         assert!(header.starts_with("#   TIME "), "{header}");
+    }
+
+    #[test]
+    fn each_side_shows_the_address_its_packets_used() {
+        let mut flow = record();
+        flow.source.address = Some("192.0.2.7".parse().unwrap());
+        flow.destination.address = Some("10.65.1.20".parse().unwrap());
+        assert_eq!(
+            addressed(&flow.source),
+            "192.0.2.7",
+            "a /32 net is its address"
+        );
+        assert_eq!(addressed(&flow.destination), "h2/ns.db/eth0 (10.65.1.20)");
+        flow.source.net = Some("192.0.2.0/24".parse().unwrap());
+        assert_eq!(addressed(&flow.source), "192.0.2.0/24 (192.0.2.7)");
+        flow.destination.address = None;
+        assert_eq!(
+            addressed(&flow.destination),
+            "h2/ns.db/eth0",
+            "an older Felix's"
+        );
     }
 }

@@ -72,6 +72,7 @@ fn a_new_deny_changes_exactly_the_pair_and_port_it_names() {
         kind: calico_model::flow::EndpointKind::Wep,
         key: Some(DB.into()),
         net: None,
+        address: None,
         profiles: vec![],
         labels: Default::default(),
     })
