@@ -11,14 +11,12 @@ use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use calico_testkit::eventually;
-use common::{OPEN, TestLab};
+use common::TestLab;
+use common::guarded::{WEB, guarded_web};
 use serde_json::Value;
 
-const CLIENT: &str = "10.65.1.1";
-const WEB: &str = "10.65.2.1";
-
 /// Felix sends every 5 s in the lab; the aggregator adds at most a refresh.
-const WITHIN: Duration = Duration::from_secs(40);
+const WITHIN: Duration = Duration::from_secs(90);
 
 /// Attempts to the denied port.
 const ATTEMPTS: u64 = 2;
@@ -89,23 +87,7 @@ fn reported_until(all: &[Value]) -> HashMap<String, u64> {
 
 #[test]
 fn retransmitted_syns_count_once_per_connection_and_every_syn_at_both_ends() {
-    let lab = TestLab::up_with_flows(2, &[]);
-    let url = lab
-        .state()
-        .flows_url
-        .expect("calico-lab up starts the flow aggregator");
-    lab.put("/calico/v1/policy/profile/open/rules", OPEN);
-    lab.workload("host1", "client", CLIENT, &["open"], &["role=client"]);
-    lab.workload("host2", "web", WEB, &["open"], &["role=web"]);
-    lab.put("/calico/v1/policy/tier/guard/metadata", r#"{"order": 10}"#);
-    lab.put(
-        "/calico/v1/policy/tier/guard/policy/no-redis",
-        r#"{"selector": "role == \"web\"", "order": 1,
-            "inbound_rules": [{"action": "next-tier", "protocol": "tcp", "dst_ports": [80]},
-                              {"action": "deny", "protocol": "tcp", "dst_ports": [6379]}],
-            "outbound_rules": [{"action": "next-tier"}]}"#,
-    );
-    lab.wait();
+    let (lab, url) = guarded_web();
 
     // Each attempt from its own source port; the kernel retransmits each SYN once.
     for _ in 0..ATTEMPTS {

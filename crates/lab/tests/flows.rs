@@ -12,11 +12,9 @@ use std::time::Duration;
 
 use calico_testkit::eventually;
 use calico_testkit::webdriver::Browser;
-use common::{OPEN, TestLab};
+use common::TestLab;
+use common::guarded::{CLIENT, WEB, guarded_web};
 use serde_json::Value;
-
-const CLIENT: &str = "10.65.1.1";
-const WEB: &str = "10.65.2.1";
 
 /// Felix sends every 5 s in the lab; the aggregator and the console add at most a refresh.
 const WITHIN: Duration = Duration::from_secs(30);
@@ -56,23 +54,7 @@ fn to_web(all: &[Value], port: u16) -> Option<Value> {
 
 #[test]
 fn a_denied_connection_shows_with_its_policy_in_calicoctl_flows_and_the_console() {
-    let lab = TestLab::up_with_flows(2, &[]);
-    let url = lab
-        .state()
-        .flows_url
-        .expect("calico-lab up starts the flow aggregator");
-    lab.put("/calico/v1/policy/profile/open/rules", OPEN);
-    lab.workload("host1", "client", CLIENT, &["open"], &["role=client"]);
-    lab.workload("host2", "web", WEB, &["open"], &["role=web"]);
-    lab.put("/calico/v1/policy/tier/guard/metadata", r#"{"order": 10}"#);
-    lab.put(
-        "/calico/v1/policy/tier/guard/policy/no-redis",
-        r#"{"selector": "role == \"web\"", "order": 1,
-            "inbound_rules": [{"action": "next-tier", "protocol": "tcp", "dst_ports": [80]},
-                              {"action": "deny", "protocol": "tcp", "dst_ports": [6379]}],
-            "outbound_rules": [{"action": "next-tier"}]}"#,
-    );
-    lab.wait();
+    let (lab, url) = guarded_web();
     assert!(!lab.tcp("client", WEB, 6379), "no-redis denies 6379");
     assert!(lab.tcp("client", WEB, 80), "the profile allows 80");
 

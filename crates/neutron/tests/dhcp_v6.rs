@@ -225,32 +225,15 @@ fn stateless_and_slaac_vms_configure_their_ports_addresses_and_ports_have_their_
     // Two networks (Neutron gives every port an address in each SLAAC or stateless subnet of
     // its network): an IPv4 subnet without DNS servers (the agent's dnsmasq is then the VMs'
     // DNS server, answering their names) beside a dhcpv6-stateless one, and beside a slaac one.
-    let subnet = |network: &str, fields: Value| {
-        let mut fields = fields;
-        fields["network_id"] = json!(network);
-        id(&neutron.create("subnets", fields))
-    };
-    let net_s = id(&neutron.create("networks", json!({"name": "stateless"})));
-    let subnet_s4 = subnet(
-        &net_s,
-        json!({"cidr": "10.66.0.0/24", "ip_version": 4, "gateway_ip": "10.66.0.1"}),
-    );
-    subnet(
-        &net_s,
-        json!({"cidr": "2001:db8:51::/64", "ip_version": 6,
-        "gateway_ip": "2001:db8:51::1", "dns_nameservers": ["2001:db8::53"],
-        "ipv6_address_mode": "dhcpv6-stateless", "ipv6_ra_mode": "dhcpv6-stateless"}),
-    );
-    let net_a = id(&neutron.create("networks", json!({"name": "slaac"})));
-    let subnet_a4 = subnet(
-        &net_a,
-        json!({"cidr": "10.67.0.0/24", "ip_version": 4, "gateway_ip": "10.67.0.1"}),
-    );
-    subnet(
-        &net_a,
-        json!({"cidr": "2001:db8:5a::/64", "ip_version": 6,
-        "gateway_ip": "2001:db8:5a::1", "dns_nameservers": ["2001:db8::54"],
-        "ipv6_address_mode": "slaac", "ipv6_ra_mode": "slaac"}),
+    let Networks {
+        net_s,
+        subnet_s4,
+        net_a,
+        subnet_a4,
+    } = two_networks(
+        &neutron,
+        ["10.66.0", "2001:db8:51", "2001:db8::53"],
+        ["10.67.0", "2001:db8:5a", "2001:db8::54"],
     );
     let port = |host: &str, vm: &str, dns_name: &str, network: &str, subnet4: &str| {
         neutron.create(
@@ -395,32 +378,15 @@ fn vms_of_two_networks_on_one_host_hear_only_their_own_network() {
 
     // A dhcpv6-stateless network and a slaac one, each with its own DNS server, both served by
     // one host.
-    let subnet = |network: &str, fields: Value| {
-        let mut fields = fields;
-        fields["network_id"] = json!(network);
-        id(&neutron.create("subnets", fields))
-    };
-    let net_s = id(&neutron.create("networks", json!({"name": "stateless"})));
-    let subnet_s4 = subnet(
-        &net_s,
-        json!({"cidr": "10.68.0.0/24", "ip_version": 4, "gateway_ip": "10.68.0.1"}),
-    );
-    subnet(
-        &net_s,
-        json!({"cidr": "2001:db8:61::/64", "ip_version": 6,
-        "gateway_ip": "2001:db8:61::1", "dns_nameservers": ["2001:db8:61::53"],
-        "ipv6_address_mode": "dhcpv6-stateless", "ipv6_ra_mode": "dhcpv6-stateless"}),
-    );
-    let net_a = id(&neutron.create("networks", json!({"name": "slaac"})));
-    let subnet_a4 = subnet(
-        &net_a,
-        json!({"cidr": "10.69.0.0/24", "ip_version": 4, "gateway_ip": "10.69.0.1"}),
-    );
-    subnet(
-        &net_a,
-        json!({"cidr": "2001:db8:6a::/64", "ip_version": 6,
-        "gateway_ip": "2001:db8:6a::1", "dns_nameservers": ["2001:db8:6a::53"],
-        "ipv6_address_mode": "slaac", "ipv6_ra_mode": "slaac"}),
+    let Networks {
+        net_s,
+        subnet_s4,
+        net_a,
+        subnet_a4,
+    } = two_networks(
+        &neutron,
+        ["10.68.0", "2001:db8:61", "2001:db8:61::53"],
+        ["10.69.0", "2001:db8:6a", "2001:db8:6a::53"],
     );
     let port = |vm: &str, dns_name: &str, network: &str, subnet4: &str| {
         neutron.create(
@@ -490,4 +456,40 @@ fn vms_of_two_networks_on_one_host_hear_only_their_own_network() {
 
     drop((vm_s, vm_a, host));
     assert_no_dnsmasq_left(dir.path());
+}
+
+/// The networks [`two_networks`] made, and their IPv4 subnets.
+struct Networks {
+    net_s: String,
+    subnet_s4: String,
+    net_a: String,
+    subnet_a4: String,
+}
+
+/// A dhcpv6-stateless network and a slaac one, each with an IPv4 /24 and an IPv6 /64 with its
+/// own DNS server: `[IPv4 /24 without ".0", IPv6 /64 without "::", DNS server]` for each.
+fn two_networks(neutron: &Neutron, stateless: [&str; 3], slaac: [&str; 3]) -> Networks {
+    let network = |name: &str, [v4, v6, dns]: [&str; 3], mode: &str| {
+        let net = id(&neutron.create("networks", json!({"name": name})));
+        let subnet = |fields: Value| {
+            let mut fields = fields;
+            fields["network_id"] = json!(net);
+            id(&neutron.create("subnets", fields))
+        };
+        let subnet4 = subnet(
+            json!({"cidr": format!("{v4}.0/24"), "ip_version": 4, "gateway_ip": format!("{v4}.1")}),
+        );
+        subnet(json!({"cidr": format!("{v6}::/64"), "ip_version": 6,
+            "gateway_ip": format!("{v6}::1"), "dns_nameservers": [dns],
+            "ipv6_address_mode": mode, "ipv6_ra_mode": mode}));
+        (net, subnet4)
+    };
+    let (net_s, subnet_s4) = network("stateless", stateless, "dhcpv6-stateless");
+    let (net_a, subnet_a4) = network("slaac", slaac, "slaac");
+    Networks {
+        net_s,
+        subnet_s4,
+        net_a,
+        subnet_a4,
+    }
 }

@@ -170,6 +170,20 @@ pub fn bound_address(log: &Path, within: std::time::Duration) -> String {
     found.expect("found above")
 }
 
+/// [`bound_address`] of a server the test just spawned with port 0; the server is killed
+/// (and reaped) before the panic if the line never comes, so a failed start leaves nothing.
+pub fn bound_address_of(
+    child: &mut std::process::Child,
+    log: &Path,
+    within: std::time::Duration,
+) -> String {
+    std::panic::catch_unwind(|| bound_address(log, within)).unwrap_or_else(|panic| {
+        let _ = child.kill();
+        let _ = child.wait();
+        std::panic::resume_unwind(panic)
+    })
+}
+
 /// Polls `check` every 100 ms for up to `within`; panics with `what` and the last reason it
 /// gave if it never succeeds.
 pub fn eventually(

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use calico_testkit::{bound_address, eventually};
+use calico_testkit::{bound_address_of, eventually};
 use serde_json::{Value, json};
 
 /// `calico-flows`, killed on drop; its log in a temp dir.
@@ -37,13 +37,7 @@ impl Aggregator {
             .stderr(log)
             .spawn()
             .expect("calico-flows starts");
-        let address =
-            std::panic::catch_unwind(|| bound_address(&log_path, Duration::from_secs(20)))
-                .unwrap_or_else(|panic| {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    std::panic::resume_unwind(panic)
-                });
+        let address = bound_address_of(&mut child, &log_path, Duration::from_secs(20));
         let aggregator = Aggregator {
             child,
             address,

@@ -12,7 +12,7 @@ pub use calico_testkit::webdriver;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use calico_testkit::{bound_address, eventually};
+use calico_testkit::{bound_address_of, eventually};
 use serde_json::{Value, json};
 
 pub const FLOWS: &str = env!("CARGO_BIN_EXE_calico-flows");
@@ -47,13 +47,7 @@ impl Flows {
             .stderr(log)
             .spawn()
             .expect("calico-flows starts");
-        let address =
-            std::panic::catch_unwind(|| bound_address(&log_path, Duration::from_secs(20)))
-                .unwrap_or_else(|panic| {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    std::panic::resume_unwind(panic)
-                });
+        let address = bound_address_of(&mut child, &log_path, Duration::from_secs(20));
         let flows = Flows {
             child,
             address,

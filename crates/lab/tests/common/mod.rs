@@ -11,6 +11,7 @@ use calico_lab::{Lab, sh};
 use calico_testkit::require_tool;
 
 pub mod firewall;
+pub mod guarded;
 pub mod openstack;
 
 pub use firewall::Backend;
