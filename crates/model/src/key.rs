@@ -175,6 +175,11 @@ pub enum Key {
     WorkloadEndpointStatus(WorkloadEndpointId),
     /// `/calico/felix/v1/host/<hostname>/endpoint/<endpoint>`
     HostEndpointStatus(HostEndpointId),
+    /// `/calico/openstack/v1/left-out/<security-group-id>`: the group's Neutron rules that
+    /// calico-neutron left out of its profile (ours; Felix never reads it).
+    LeftOut {
+        group: String,
+    },
 }
 
 /// Why a key was refused.
@@ -190,6 +195,8 @@ pub const V1: &str = "/calico/v1";
 pub const IPAM_V2: &str = "/calico/ipam/v2";
 pub const BGP_V1: &str = "/calico/bgp/v1";
 pub const FELIX_V1: &str = "/calico/felix/v1";
+/// The root of what calico-neutron records for operators (not read by Felix).
+pub const OPENSTACK_V1: &str = "/calico/openstack/v1";
 
 impl Key {
     /// Parses an etcd key of the seed keyspace.
@@ -235,6 +242,7 @@ impl Key {
             Key::ProfileRules { profile }
             | Key::ProfileTags { profile }
             | Key::ProfileLabels { profile } => names::validate_profile_id(profile),
+            Key::LeftOut { group } => names::validate_tag(group),
             Key::TierMetadata { tier } => names::validate_tier_name(tier),
             Key::Policy { tier, policy } | Key::StagedPolicy { tier, policy } => {
                 names::validate_tier_name(tier)?;
@@ -279,6 +287,7 @@ impl Key {
             Key::FelixLastReportedStatus { .. } => "Felix last reported status",
             Key::WorkloadEndpointStatus(_) => "workload endpoint status",
             Key::HostEndpointStatus(_) => "host endpoint status",
+            Key::LeftOut { .. } => "left-out security group rules",
         }
     }
 }
@@ -301,8 +310,12 @@ fn parse_segments(segments: &[&str]) -> Result<Key, String> {
         ["ipam", "v2", rest @ ..] => parse_ipam(rest),
         ["bgp", "v1", rest @ ..] => parse_bgp(rest),
         ["felix", "v1", "host", hostname, rest @ ..] => parse_felix(hostname, rest),
+        ["openstack", "v1", "left-out", group] => Ok(Key::LeftOut {
+            group: (*group).to_owned(),
+        }),
         _ => Err(unknown(
-            "/calico/v1, /calico/ipam/v2, /calico/bgp/v1 or /calico/felix/v1",
+            "/calico/v1, /calico/ipam/v2, /calico/bgp/v1, /calico/felix/v1 or \
+             /calico/openstack/v1/left-out/<security-group-id>",
         )),
     }
 }
@@ -642,6 +655,7 @@ impl fmt::Display for Key {
             }
             Key::WorkloadEndpointStatus(id) => write!(f, "{FELIX_V1}/host/{id}"),
             Key::HostEndpointStatus(id) => write!(f, "{FELIX_V1}/host/{id}"),
+            Key::LeftOut { group } => write!(f, "{OPENSTACK_V1}/left-out/{group}"),
         }
     }
 }
@@ -663,6 +677,27 @@ mod tests {
         let v6 = parse_key_cidr("fd80:24e2:f998:72d6::-64").unwrap();
         assert_eq!(v6.to_string(), "fd80:24e2:f998:72d6::/64");
         assert_eq!(format_key_cidr(&v6), "fd80:24e2:f998:72d6::-64");
+    }
+
+    #[test]
+    fn left_out_keys_round_trip_and_check_the_group_id() {
+        let text = "/calico/openstack/v1/left-out/sg-1";
+        let key = Key::parse(text).unwrap();
+        assert_eq!(
+            key,
+            Key::LeftOut {
+                group: "sg-1".into()
+            }
+        );
+        assert_eq!(key.to_string(), text);
+        assert_eq!(
+            Prefix::LeftOut.to_string(),
+            "/calico/openstack/v1/left-out/"
+        );
+        assert!(Prefix::LeftOut.holds(text));
+        let err = Key::parse("/calico/openstack/v1/left-out/a b").unwrap_err();
+        assert!(err.reason.contains("' '"), "{err}");
+        assert!(Key::parse("/calico/openstack/v1/left-out/a/b").is_err());
     }
 
     #[test]

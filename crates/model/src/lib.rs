@@ -26,6 +26,7 @@ pub mod flow;
 pub mod ipam;
 pub mod key;
 pub mod labels;
+pub mod leftout;
 pub mod mac;
 pub mod names;
 pub mod policy;

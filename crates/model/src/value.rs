@@ -50,6 +50,8 @@ pub enum Value {
     BgpLogLevel(String),
     FelixStatus(FelixStatus),
     EndpointStatus(EndpointStatus),
+    /// Security group rules calico-neutron left out of a profile.
+    LeftOut(crate::leftout::LeftOut),
 }
 
 /// Parses and validates `raw` as the value of `key`.
@@ -102,6 +104,7 @@ pub fn parse_value(key: &Key, raw: &str) -> Result<Value, ValidationError> {
         Key::WorkloadEndpointStatus(_) | Key::HostEndpointStatus(_) => {
             Value::EndpointStatus(from_json(raw)?)
         }
+        Key::LeftOut { .. } => Value::LeftOut(from_json(raw)?),
     })
 }
 

@@ -280,7 +280,9 @@ fn vm_port_bound_and_translated(scene: &Scene) -> (Value, String) {
     (port, key)
 }
 
-/// The dccp rule with ports is not in the profile (checked above), and a line names it.
+/// The dccp rule with ports is not in the profile (checked above), a line names it, etcd
+/// records it under the group and `calicoctl get profile` warns about it; deleted, the record
+/// goes.
 fn unexpressible_rule_is_logged_and_left_out(scene: &Scene) {
     let rule = &scene.world.dccp_rule;
     eventually(
@@ -295,6 +297,46 @@ fn unexpressible_rule_is_logged_and_left_out(scene: &Scene) {
                 .ok_or_else(|| format!("log so far:\n{text}"))
         },
     );
+    let reason = "a port range with protocol \"dccp\" (33): Calico matches ports of tcp, udp, \
+                  sctp and udplite only";
+    let key = format!("/calico/openstack/v1/left-out/{}", scene.world.web);
+    let record = json!({"rules": [{"id": rule, "direction": "inbound", "reason": reason}]});
+    scene.wait_for("web's left-out record", &key, Some(&record));
+    let warning = format!(
+        "warning: security group {} rule {rule} (inbound) is not enforced: {reason}\n",
+        scene.world.web
+    );
+    for output in [&[][..], &["-o", "yaml"][..]] {
+        let stderr = calicoctl_stderr(
+            scene,
+            &[&["get", "profile", &scene.web_profile], output].concat(),
+        );
+        assert_eq!(stderr, warning, "calicoctl get profile {output:?}");
+    }
+    scene.neutron.delete("security-group-rules", rule);
+    scene.wait_for("web's left-out record gone", &key, None);
+    let stderr = calicoctl_stderr(scene, &["get", "profile", &scene.web_profile]);
+    assert_eq!(stderr, "", "no warning once the rule is deleted");
+}
+
+/// `calicoctl ARGS` against the scene's etcd (the binary beside calico-neutron in the target
+/// directory); must succeed; returns its stderr.
+fn calicoctl_stderr(scene: &Scene, args: &[&str]) -> String {
+    let calicoctl =
+        std::path::Path::new(env!("CARGO_BIN_EXE_calico-neutron")).with_file_name("calicoctl");
+    assert!(
+        calicoctl.exists(),
+        "{} is missing: build it first with `cargo build -j2 -p calico-ctl`",
+        calicoctl.display()
+    );
+    let out = std::process::Command::new(&calicoctl)
+        .env("ETCD_ENDPOINTS", scene.etcd.endpoint())
+        .args(args)
+        .output()
+        .expect("calicoctl runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "calicoctl {args:?}: {stderr}");
+    stderr
 }
 
 /// A rule added: the profile follows within a few seconds. Returns the rule's id.

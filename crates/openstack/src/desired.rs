@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use calico_model::Key;
+use calico_model::leftout::{LeftOut, LeftOutDirection, LeftOutRule};
 use serde::Serialize;
 
 use crate::error::TranslateError;
@@ -87,16 +88,46 @@ impl Desired {
         }
     }
 
-    /// Adds `group`'s profile (without the rules Calico cannot express, named), or names why
-    /// the whole group is left out.
+    /// Adds `group`'s profile (without the rules Calico cannot express, named, and listed in
+    /// the group's left-out key for `calicoctl get profile`), or names why the whole group is
+    /// left out.
     pub fn add_group(&mut self, group: &SecurityGroup) {
         match translate::profile(group) {
             Ok((profile, left_out)) => {
                 self.add_profile(profile);
+                self.add_left_out(group, &left_out);
                 self.left_out.extend(left_out);
             }
             Err(e) => self.left_out.push(e),
         }
+    }
+
+    /// `/calico/openstack/v1/left-out/<group>` while some of `group`'s rules are left out.
+    fn add_left_out(&mut self, group: &SecurityGroup, left_out: &[TranslateError]) {
+        let rules: Vec<LeftOutRule> = left_out
+            .iter()
+            .map(|e| {
+                let egress = group
+                    .security_group_rules
+                    .iter()
+                    .any(|r| r.id == e.id && r.direction == "egress");
+                LeftOutRule {
+                    id: e.id.clone(),
+                    direction: match egress {
+                        true => LeftOutDirection::Outbound,
+                        false => LeftOutDirection::Inbound,
+                    },
+                    reason: e.reason.clone(),
+                }
+            })
+            .collect();
+        if rules.is_empty() {
+            return;
+        }
+        let key = Key::LeftOut {
+            group: group.id.clone(),
+        };
+        self.keys.insert(key.to_string(), json(&LeftOut { rules }));
     }
 
     fn add_profile(&mut self, profile: Profile) {
@@ -216,6 +247,36 @@ mod tests {
         );
         let without = super::desired(&snapshot(vec![port("0123456789abcdef-1", &[])]));
         assert!(!without.keys.keys().any(|k| k.contains(OPEN_PROFILE)));
+    }
+
+    #[test]
+    fn a_left_out_rule_is_listed_under_its_group_until_it_goes() {
+        let mut snap = snapshot(Vec::new());
+        snap.security_groups[0].security_group_rules = vec![crate::neutron::SecurityGroupRule {
+            id: "r-dccp".into(),
+            direction: "egress".into(),
+            ethertype: "IPv4".into(),
+            protocol: Some("dccp".into()),
+            port_range_min: Some(5000),
+            port_range_max: Some(5001),
+            ..Default::default()
+        }];
+        let with = desired(&snap);
+        let key = "/calico/openstack/v1/left-out/sg1";
+        let value: LeftOut = calico_model::from_json(&with.keys[key]).unwrap();
+        assert_eq!(value.rules.len(), 1);
+        assert_eq!(value.rules[0].id, "r-dccp");
+        assert_eq!(value.rules[0].direction, LeftOutDirection::Outbound);
+        assert_eq!(value.rules[0].reason, with.left_out[0].reason);
+        assert!(crate::sync::is_owned(key));
+        snap.security_groups[0].security_group_rules.clear();
+        let without = desired(&snap);
+        assert!(!without.keys.contains_key(key));
+        let plan = crate::sync::plan(&without.keys, &with.keys);
+        assert_eq!(
+            plan.ops,
+            [calico_datastore::TxnOp::Delete { key: key.into() }]
+        );
     }
 
     #[test]

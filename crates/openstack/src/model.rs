@@ -8,7 +8,7 @@
 //! | change | keys touched |
 //! | --- | --- |
 //! | port | its endpoint (the old key too, when its host or device moved) and the open profile |
-//! | security group (a rule added or deleted, the group renamed) | its profile's `rules` and `tags` |
+//! | security group (a rule added or deleted, the group renamed) | its profile's `rules` and `tags`, its left-out key |
 //! | subnet | the endpoints of the ports with an address in it (their gateway) |
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -196,6 +196,12 @@ impl Written {
                 .to_string(),
             );
             keys.push(Key::ProfileTags { profile }.to_string());
+            keys.push(
+                Key::LeftOut {
+                    group: group.clone(),
+                }
+                .to_string(),
+            );
         }
         keys.extend(open_profile_keys().into_keys());
         keys.into_iter()

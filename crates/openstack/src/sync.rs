@@ -1,8 +1,9 @@
 //! How etcd is kept equal to Neutron: which keys are owned, a [`Plan`] of puts and deletes,
 //! one executor. The state between passes is `syncer::Syncer`, the loops are `run`.
 //!
-//! Ownership: the sync owns exactly the workload endpoints of orchestrator `openstack` and the
-//! profiles whose id starts with `openstack-` ([`is_owned`]); it reads, writes and deletes
+//! Ownership: the sync owns exactly the workload endpoints of orchestrator `openstack`, the
+//! profiles whose id starts with `openstack-` and the left-out records of security groups
+//! (`/calico/openstack/v1/left-out/<group>`) ([`is_owned`]); it reads, writes and deletes
 //! nothing else, so Kubernetes', Docker's or an operator's keys are never touched. Between
 //! resyncs it compares against what it last wrote (cheap); a resync (the first pass, every
 //! resync interval, and after any failed write) compares against etcd itself and so repairs
@@ -16,6 +17,7 @@ use std::collections::BTreeMap;
 
 use calico_datastore::{Datastore, TxnOp};
 use calico_model::Key;
+use calico_model::key::Prefix;
 
 use crate::error::SyncError;
 use crate::translate::{ORCHESTRATOR, OWNED_PROFILE_PREFIX};
@@ -36,6 +38,7 @@ pub fn is_owned(key: &str) -> bool {
             | Key::ProfileTags { profile }
             | Key::ProfileLabels { profile },
         ) => profile.starts_with(OWNED_PROFILE_PREFIX),
+        Ok(Key::LeftOut { .. }) => true,
         _ => false,
     }
 }
@@ -98,7 +101,8 @@ fn same_json(a: &str, b: &str) -> bool {
 /// The owned keys in etcd now.
 pub async fn read_owned(store: &dyn Datastore) -> Result<BTreeMap<String, String>, SyncError> {
     let mut owned = BTreeMap::new();
-    for prefix in [HOST_PREFIX, PROFILE_PREFIX] {
+    let left_out = Prefix::LeftOut.to_string();
+    for prefix in [HOST_PREFIX, PROFILE_PREFIX, left_out.as_str()] {
         for pair in store.list(prefix).await? {
             if is_owned(&pair.key) {
                 owned.insert(pair.key, pair.value);
@@ -143,6 +147,8 @@ mod tests {
         assert!(!is_owned("/calico/v1/policy/profile/k8s_ns.default/rules"));
         assert!(!is_owned("/calico/v1/host/h1/config/LogSeverityScreen"));
         assert!(!is_owned("/calico/v1/policy/profile/bad key/rules"));
+        assert!(is_owned("/calico/openstack/v1/left-out/sg-1"));
+        assert!(!is_owned("/calico/openstack/v1/left-out/sg 1"));
     }
 
     #[test]
@@ -183,6 +189,9 @@ mod tests {
         let foreign = "/calico/v1/host/h1/workload/k8s/ns.pod/endpoint/eth0";
         store.put(foreign, "{}").await.unwrap();
         store.put(EP_A, "{\"stale\": true}").await.unwrap();
+        // A left-out record of a group that is gone: owned, so the resync deletes it.
+        let stale = "/calico/openstack/v1/left-out/sg-gone";
+        store.put(stale, "{}").await.unwrap();
         let desired: BTreeMap<String, String> = (0..250)
             .map(|i| {
                 (
@@ -194,6 +203,7 @@ mod tests {
         let known = read_owned(&store).await.unwrap();
         execute(&store, &plan(&desired, &known)).await.unwrap();
         assert_eq!(read_owned(&store).await.unwrap(), desired);
+        assert!(store.get(stale).await.unwrap().is_none());
         assert!(store.get(foreign).await.unwrap().is_some());
     }
 }

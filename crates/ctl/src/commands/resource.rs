@@ -78,10 +78,14 @@ pub async fn get(
 ) -> anyhow::Result<ExitCode> {
     let kind = kind(&args.target)?;
     let name = args.name.as_deref();
-    let documents: Vec<Value> = store::list(store, kind)
+    let listed: Vec<_> = store::list(store, kind)
         .await?
-        .iter()
+        .into_iter()
         .filter(|(id, _)| selects(id, name, &args.filter))
+        .collect();
+    warn_left_out(store, listed.iter().map(|(id, _)| id)).await?;
+    let documents: Vec<Value> = listed
+        .iter()
         .map(|(id, values)| store::to_document(id, values))
         .collect();
     if let (Some(name), true) = (name, documents.is_empty()) {
@@ -101,6 +105,44 @@ pub async fn get(
         Output::Text => bail!("-o text is for keys; resources print as table, wide, yaml or json"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The profile id prefix of calico-neutron's security groups (`openstack-sg-<group id>`).
+const SECURITY_GROUP_PROFILE: &str = "openstack-sg-";
+
+/// One warning on stderr per Neutron rule calico-neutron left out of a listed profile (read
+/// from `/calico/openstack/v1/left-out/<group>`): those rules are not enforced.
+async fn warn_left_out(
+    store: &dyn Datastore,
+    ids: impl Iterator<Item = &Id>,
+) -> anyhow::Result<()> {
+    for id in ids {
+        let Id::Profile(profile) = id else { continue };
+        let Some(group) = profile.strip_prefix(SECURITY_GROUP_PROFILE) else {
+            continue;
+        };
+        let key = Key::LeftOut {
+            group: group.to_owned(),
+        };
+        let Some(raw) = store.get(&key.to_string()).await? else {
+            continue;
+        };
+        match calico_model::from_json::<calico_model::leftout::LeftOut>(&raw.value) {
+            Ok(left_out) => {
+                for rule in &left_out.rules {
+                    eprintln!(
+                        "warning: security group {group} rule {} ({}) is not enforced: {}",
+                        rule.id, rule.direction, rule.reason
+                    );
+                }
+            }
+            Err(err) => eprintln!(
+                "warning: {}",
+                calico_model::invalid_warning(&key.to_string(), &err)
+            ),
+        }
+    }
+    Ok(())
 }
 
 fn kind(text: &str) -> anyhow::Result<Kind> {

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::{BGP_V1, FELIX_V1, IPAM_V2, V1, v_segment};
+use super::{BGP_V1, FELIX_V1, IPAM_V2, OPENSTACK_V1, V1, v_segment};
 use crate::rule::IpVersion;
 
 /// A prefix of the keyspace.
@@ -65,6 +65,8 @@ pub enum Prefix {
     /// `/calico/libnetwork/v1/host/<hostname>/pending/`: the Docker driver's endpoints between
     /// `CreateEndpoint` and `Join` (its own records, outside the tree Felix reads).
     DockerPending { hostname: String },
+    /// `/calico/openstack/v1/left-out/`: the security group rules calico-neutron left out.
+    LeftOut,
 }
 
 impl Prefix {
@@ -129,6 +131,7 @@ impl fmt::Display for Prefix {
             Prefix::DockerPending { hostname } => {
                 write!(f, "/calico/libnetwork/v1/host/{hostname}/pending/")
             }
+            Prefix::LeftOut => write!(f, "{OPENSTACK_V1}/left-out/"),
         }
     }
 }
