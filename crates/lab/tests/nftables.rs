@@ -14,6 +14,10 @@ use common::{BIN, Backend, OPEN, TestLab, firewall, flow_report, tcp};
 
 const W1: &str = "10.65.1.1";
 const W2: &str = "10.65.2.1";
+/// Beside the client, with its profile: the policy is probed from here, not from the client,
+/// whose namespace holds only the switching test's flow (a probe's blocked SYN, sent again,
+/// would count as a segment the flow lost).
+const PROBER: &str = "10.65.1.2";
 const WAIT: Duration = Duration::from_secs(30);
 
 /// Inbound denied, outbound allowed: the client's replies come back only as part of a
@@ -23,21 +27,22 @@ const CLIENT: &str =
 /// Inbound TCP 80 and 6379 only.
 const SERVER: &str = r#"{"inbound_rules": [{"protocol": "tcp", "dst_ports": [80, 6379], "action": "allow"}], "outbound_rules": [{"action": "allow"}]}"#;
 
-/// A client on host1 and a server on host2, with [`CLIENT`] and [`SERVER`].
+/// A client and a prober on host1 and a server on host2, with [`CLIENT`] and [`SERVER`].
 fn client_and_server(lab: &TestLab) {
     lab.put("/calico/v1/policy/profile/client/rules", CLIENT);
     lab.put("/calico/v1/policy/profile/server/rules", SERVER);
     lab.workload("host1", "client", W1, &["client"], &["role=client"]);
+    lab.workload("host1", "prober", PROBER, &["client"], &["role=client"]);
     lab.workload("host2", "server", W2, &["server"], &["role=server"]);
     lab.wait();
 }
 
 /// The policy of [`client_and_server`] holds on every host.
 fn assert_policy_holds(lab: &TestLab, when: &str) {
-    let words = lab.probe("client", &[tcp(W2, 80), tcp(W2, 443)]);
+    let words = lab.probe("prober", &[tcp(W2, 80), tcp(W2, 443)]);
     assert_eq!(words, ["ok", "blocked"], "{when}: client to server");
     assert!(
-        !lab.tcp("server", W1, 80),
+        !lab.tcp("server", PROBER, 80),
         "{when}: the client's inbound denies new connections"
     );
 }
