@@ -10,8 +10,8 @@ use calico_calc::{Changes, DesiredState};
 use calico_linux::nft::{Batch, NfTables, NftError, Op};
 use calico_linux::{CommandError, Family, FirewallTables, IpSets};
 
-use crate::drift::{KernelReader, KernelSnapshot, TABLES};
-use crate::driver::{Dataplane, Repairs};
+use crate::iptables::drift::{KernelReader, KernelSnapshot, TABLES};
+use crate::iptables::driver::{Dataplane, Repairs};
 use crate::nft::{NftDataplane, NftReader, NftSnapshot};
 
 /// Which backend programs the firewall.

@@ -24,7 +24,7 @@ use calico_linux::{
 use calico_model::MacAddr;
 use ipnet::IpNet;
 
-use crate::render::config::InterfacePrefixes;
+use crate::firewall::config::InterfacePrefixes;
 
 /// Something in the kernel could not be read or changed.
 #[derive(Debug, thiserror::Error)]

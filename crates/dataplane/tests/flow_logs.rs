@@ -176,7 +176,7 @@ fn iptables_logs_each_acting_rule_before_it_acts() {
 fn iptables_staged_chains_log_and_return_and_a_staged_tier_drops_nothing() {
     let calc = calculator(true);
     let text = render_filter(calc.state(), &flow_logs(true), IpVersion::V4);
-    let lockdown = calico_dataplane::render::staged_policy_chain(true, "t1", "lockdown");
+    let lockdown = calico_dataplane::iptables::staged_policy_chain(true, "t1", "lockdown");
     let staged = chain(&text, &lockdown);
     let logged = prefix(&staged_step("t1", "lockdown"), StepAction::Deny, true);
     assert_eq!(
@@ -187,7 +187,7 @@ fn iptables_staged_chains_log_and_return_and_a_staged_tier_drops_nothing() {
         "logs the deny, then (last rule) falls off the end: no mark, no drop, no log rule"
     );
     let server = chain(&text, "cali-wi-calisv");
-    let preview = calico_dataplane::render::staged_policy_chain(true, "preview", "preview");
+    let preview = calico_dataplane::iptables::staged_policy_chain(true, "preview", "preview");
     let jump_preview = server
         .iter()
         .position(|r| *r == format!("-j {preview}"))

@@ -391,3 +391,61 @@ fn a_tier_of_several_policies_has_its_own_chain() {
     // The policy's own chain: an allow as its last rule needs no RETURN after it.
     assert_eq!(chain_rules(&text, &last).len(), 1, "{text}");
 }
+
+/// The firewall model both backends encode, for the scenarios above: the semantics, before any
+/// syntax (golden, so a change of meaning shows apart from a change of encoding).
+fn model(calc: &Calculator, config: &RenderConfig) -> String {
+    format!(
+        "{:#?}",
+        calico_dataplane::firewall::build::firewall(calc.state(), config)
+    )
+}
+
+#[test]
+fn model_seed_examples() {
+    let calc = cluster("my-host", &[]);
+    insta::assert_snapshot!(model(&calc, &RenderConfig::default()));
+}
+
+#[test]
+fn model_seed_examples_with_flow_logs() {
+    let calc = cluster("my-host", &[]);
+    let config = RenderConfig {
+        flow_logs: true,
+        ..RenderConfig::default()
+    };
+    insta::assert_snapshot!(model(&calc, &config));
+}
+
+#[test]
+fn model_every_kind_of_match() {
+    let calc = cluster(
+        "my-host",
+        &[("/calico/v1/policy/profile/database/rules", MATCHES_PROFILE)],
+    );
+    let firewall =
+        calico_dataplane::firewall::build::firewall(calc.state(), &RenderConfig::default());
+    insta::assert_snapshot!(format!("{:#?}", firewall.profiles["database"]));
+}
+
+#[test]
+fn model_a_host_with_no_endpoints() {
+    let calc = cluster("elsewhere", &[]);
+    insta::assert_snapshot!(model(&calc, &RenderConfig::default()));
+}
+
+#[test]
+fn model_untracked_policy() {
+    let calc = cluster(
+        "my-host",
+        &[(
+            "/calico/v1/policy/tier/failsafe/policy/bgp",
+            r#"{"selector": "role == 'webserver'", "untracked": true, "order": 1,
+                "inbound_rules": [{"protocol": "tcp", "src_net": "192.0.2.0/24", "dst_ports": [179], "action": "allow"}],
+                "outbound_rules": [{"protocol": "tcp", "dst_ports": [179], "action": "allow"}]}"#,
+        )],
+    );
+    let firewall =
+        calico_dataplane::firewall::build::firewall(calc.state(), &RenderConfig::default());
+    insta::assert_snapshot!(format!("{:#?}", firewall.untracked));
+}

@@ -1,5 +1,5 @@
 //! Applying the desired state to a kernel through nf_tables: the same three moves as the
-//! iptables driver (`crate::driver`), each one transaction.
+//! iptables driver (`crate::iptables::driver`), each one transaction.
 //!
 //! - [`NftDataplane::sync`] (start-up, after a failure): reads the table, renders everything,
 //!   and writes only what is not already as rendered (a restart with everything in place
@@ -19,8 +19,8 @@ use calico_linux::nft::{Batch, NfTables, NftError, Op, Table, TableFamily, Table
 
 use super::plan::{self, Counts};
 use super::ruleset::{NftRenderer, Ruleset};
-use crate::driver::{Repairs, Written};
-use crate::render::config::RenderConfig;
+use crate::firewall::config::RenderConfig;
+use crate::iptables::driver::{Repairs, Written};
 
 /// The table Felix owns.
 pub fn calico_table() -> Table {

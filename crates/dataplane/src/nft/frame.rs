@@ -16,7 +16,7 @@ use super::names::{self, DispatchMap};
 use super::parts::{Part, Renderer, port};
 use super::rules::{clear, ct, drop_rule, jump, marked, plain, rule};
 use super::table::{NftChain, NftSet};
-use crate::render::config::METADATA_SERVICE;
+use crate::firewall::config::METADATA_SERVICE;
 
 impl Renderer<'_> {
     /// The base chains, the dispatch chains and the (empty) dispatch maps.
@@ -250,7 +250,7 @@ impl Renderer<'_> {
     }
 
     /// The bootstrap whitelist (000 §2.5.2): what a workload needs from its host whatever its
-    /// policy says, as the iptables rendering has it (`render::filter::host_services`).
+    /// policy says, as the firewall model has it (`firewall::build::frame`).
     fn host_services(&self) -> Vec<Vec<Expr>> {
         let udp = Expr::L4Proto {
             proto: 17,

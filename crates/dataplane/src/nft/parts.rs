@@ -21,8 +21,9 @@ use super::rules::{
 use super::table::{NftChain, NftSet};
 use super::tiers::TierList;
 use crate::comment::{NFT_COMMENT_MAX, rule_comment};
-use crate::flowlog::Step;
-use crate::render::config::RenderConfig;
+use crate::firewall::build;
+use crate::firewall::config::RenderConfig;
+use crate::firewall::model::{Body, Dropped, Guard, Profiles};
 
 /// What one owner put in the table.
 #[derive(Debug, Default)]
@@ -190,14 +191,22 @@ impl Renderer<'_> {
         };
         let mut chain_in = NftChain::new(&to.chain(iface));
         let mut chain_out = NftChain::new(&from.chain(iface));
-        if host {
-            self.host_preamble(&mut chain_in, &self.config.failsafe_inbound);
-            self.host_preamble(&mut chain_out, &self.config.failsafe_outbound);
-        } else if let Some(spoof) = self.anti_spoofing(iface, &program.addresses, &mut chain_out) {
-            part.chains.push(spoof);
+        let model = build::endpoint_of(key, iface, program, missing.unwrap_or(""), self.config);
+        for (chain, program) in [
+            (&mut chain_in, &model.inbound),
+            (&mut chain_out, &model.outbound),
+        ] {
+            match &program.guard {
+                Guard::None => {}
+                Guard::HostPreamble { failsafe_ports } => self.host_preamble(chain, failsafe_ports),
+                Guard::AntiSpoofing { addresses } => {
+                    part.chains
+                        .extend(self.anti_spoofing(iface, addresses, chain));
+                }
+            }
         }
-        self.policy_body(&mut chain_in, program, true, missing);
-        self.policy_body(&mut chain_out, program, false, missing);
+        self.policy_body(&mut chain_in, &model.inbound.body, true);
+        self.policy_body(&mut chain_out, &model.outbound.body, false);
         // Workload dispatch chains drop unknown interfaces, so their elements go to the
         // endpoint's chain for good (goto); host endpoints come back to the base chain.
         let verdict = |chain: &NftChain| {
@@ -337,38 +346,44 @@ impl Renderer<'_> {
         Some(spoof)
     }
 
-    /// Tiers, then profiles, then drop.
-    fn policy_body(
-        &self,
-        chain: &mut NftChain,
-        program: &EndpointProgram,
-        inbound: bool,
-        missing: Option<&str>,
-    ) {
-        if !program.active {
-            chain
-                .rules
-                .push(drop_rule(self.config, vec![], "endpoint inactive"));
-            return;
+    /// A drop that is a step of the evaluation: logged first with a flow-log step.
+    fn dropped(&self, matches: Vec<Expr>, dropped: &Dropped) -> calico_linux::nft::Rule {
+        match &dropped.flow_log {
+            Some(log) => logged_drop_rule(
+                self.config,
+                matches,
+                &dropped.why,
+                log.step.clone(),
+                log.inbound,
+            ),
+            None => drop_rule(self.config, matches, &dropped.why),
         }
+    }
+
+    /// The model's policy body: tiers (a tier of several policies through its shared
+    /// dispatch chain, [`TierList`]), then profiles, then drop.
+    fn policy_body(&self, chain: &mut NftChain, body: &Body, inbound: bool) {
+        let (tiers, profiles) = match body {
+            Body::Inactive(dropped) => {
+                chain.rules.push(self.dropped(vec![], dropped));
+                return;
+            }
+            Body::Active { tiers, profiles } => (tiers, profiles),
+        };
         let marks = self.config.marks;
         chain.rules.push(self.clear_both());
         let return_if_accepted = plain(vec![marked(marks.accept), Expr::Verdict(Verdict::Return)]);
-        let flow_logs = self.config.flow_logs;
-        let evaluated = program.tiers.iter().filter(|t| t.enforces() || flow_logs);
-        for (index, tier) in evaluated.enumerate() {
+        for (index, tier) in tiers.iter().enumerate() {
             if index > 0 {
                 chain.rules.push(plain(vec![clear(marks.pass)]));
             }
-            if flow_logs {
-                for id in &tier.staged {
-                    let target = staged_chain(inbound, &id.tier, &id.name);
-                    chain.rules.push(plain(vec![jump(target)]));
-                }
+            for id in &tier.staged {
+                let target = staged_chain(inbound, &id.tier, &id.name);
+                chain.rules.push(plain(vec![jump(target)]));
             }
-            if !tier.enforces() {
+            let Some(end_of_tier) = &tier.end_of_tier else {
                 continue; // staged policies only: nothing to enforce, no end of tier
-            }
+            };
             let list = TierList {
                 inbound,
                 policies: tier.policies.clone(),
@@ -377,44 +392,25 @@ impl Renderer<'_> {
                 chain.rules.push(plain(vec![jump(entry)]));
             }
             chain.rules.push(return_if_accepted.clone());
-            let why = format!("end of tier {}", tier.name);
-            let step = Step::EndOfTier {
-                tier: tier.name.clone(),
-            };
-            chain.rules.push(logged_drop_rule(
-                self.config,
-                vec![unmarked(marks.pass)],
-                &why,
-                step,
-                inbound,
-            ));
-        }
-        if program.missing_profile {
-            let step = Step::MissingProfile {
-                name: missing.unwrap_or_default().to_owned(),
-            };
-            chain.rules.push(logged_drop_rule(
-                self.config,
-                vec![],
-                "missing profile",
-                step,
-                inbound,
-            ));
-            return;
-        }
-        for profile in &program.profiles {
             chain
                 .rules
-                .push(plain(vec![jump(names::profile_chain(inbound, profile))]));
-            chain.rules.push(return_if_accepted.clone());
+                .push(self.dropped(vec![unmarked(marks.pass)], end_of_tier));
         }
-        chain.rules.push(logged_drop_rule(
-            self.config,
-            vec![],
-            "no profile matched",
-            Step::NoProfileMatched,
-            inbound,
-        ));
+        match profiles {
+            Profiles::Missing(dropped) => chain.rules.push(self.dropped(vec![], dropped)),
+            Profiles::Listed {
+                profiles,
+                none_matched,
+            } => {
+                for profile in profiles {
+                    chain
+                        .rules
+                        .push(plain(vec![jump(names::profile_chain(inbound, profile))]));
+                    chain.rules.push(return_if_accepted.clone());
+                }
+                chain.rules.push(self.dropped(vec![], none_matched));
+            }
+        }
     }
 
     /// A host endpoint's untracked policies (raw priority): a policy that allows marks the

@@ -20,9 +20,9 @@ use calico_model::rule::{Action, PortRange, Protocol};
 
 use super::names;
 use crate::comment::{NFT_COMMENT_MAX, bounded};
+use crate::firewall::config::{DropAction, RenderConfig};
 pub(super) use crate::flowlog::RuleOwner;
 use crate::flowlog::{self, NFLOG_GROUP, Step, StepAction};
-use crate::render::config::{DropAction, RenderConfig};
 
 /// Where a rule is rendered.
 pub(super) struct RuleContext<'a> {

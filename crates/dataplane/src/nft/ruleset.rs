@@ -19,7 +19,8 @@
 //! Host endpoints hang off `filter-input` / `filter-output` (`iifname vmap @to-hep`, `oifname
 //! vmap @from-hep`) and `raw-prerouting` / `raw-output` for untracked policy; NAT lives in the
 //! `nat-*` base chains. Marks, verdicts and comments are those of the iptables rendering
-//! (`crate::render`), so both backends judge a packet alike.
+//! (`crate::iptables`), so both backends judge a packet alike (the semantics moving to
+//! `crate::firewall`, which the iptables backend already encodes).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -31,7 +32,7 @@ use super::parts::{Part, Renderer};
 use super::rules::RuleOwner;
 use super::table::{NftChain, NftSet};
 use super::tiers::{self, TierList};
-use crate::render::config::RenderConfig;
+use crate::firewall::config::RenderConfig;
 
 /// The whole table as rendered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

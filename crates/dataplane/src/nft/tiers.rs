@@ -28,7 +28,7 @@ use calico_model::rule::Protocol;
 use super::names;
 use super::rules::{jump, plain, ports_of, return_if_decided};
 use super::table::{NftChain, NftSet};
-use crate::render::config::RenderConfig;
+use crate::firewall::config::RenderConfig;
 
 /// The fewest consecutive keyed policies worth a map lookup.
 pub const MIN_RUN: usize = 3;

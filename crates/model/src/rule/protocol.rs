@@ -154,7 +154,7 @@ impl Visitor<'_> for ProtocolVisitor {
     }
 }
 
-/// IPv4 or IPv6: the workspace's one IP version (`calico_dataplane::render::IpVersion` is this
+/// IPv4 or IPv6: the workspace's one IP version (`calico_dataplane::iptables::IpVersion` is this
 /// type re-exported). Only `calico_linux::Family` is a separate copy, because `linux` depends on
 /// none of the workspace's crates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

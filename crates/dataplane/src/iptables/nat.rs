@@ -13,9 +13,9 @@ use std::net::IpAddr;
 use calico_calc::{DesiredState, EndpointKey};
 use ipnet::IpNet;
 
-use super::config::{METADATA_SERVICE, RenderConfig};
-use super::filter::{Chain, restore_text};
+use super::chain::{Chain, restore_text};
 use super::{IpVersion, holds};
+use crate::firewall::config::{METADATA_SERVICE, RenderConfig};
 
 /// The set of every pool's CIDR.
 pub fn all_pools_set(version: IpVersion) -> String {

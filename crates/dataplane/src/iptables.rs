@@ -1,4 +1,14 @@
-//! Rendering the desired state as `iptables-restore` and `ipset restore` input.
+//! The iptables backend: the firewall model ([`crate::firewall`]) encoded as
+//! `iptables-restore` and `ipset restore` input, and the driver that writes it.
+//!
+//! - `encode.rs`: the model's frame, dispatch, endpoints and rule sets as chains.
+//! - `rules.rs`: one model rule as iptables rules (multiport chunks, marks, NFLOG).
+//! - `filter.rs`, `raw.rs`, `nat.rs`: the tables as restore input; the filter table by owner.
+//! - `chain.rs`: a chain, and restore input that declares, fills and deletes chains.
+//! - `ipsets.rs`: the IP sets as `ipset restore` input.
+//! - `driver.rs`: [`Dataplane`](driver::Dataplane): sync, apply and drift repair.
+//! - `drift.rs`: what the kernel holds, read back, and the ledger of what was written.
+//! - `stamp.rs`: the stamp every chain written carries.
 //!
 //! Names are stable across restarts and hosts (derived from the objects' names, hashed where
 //! they could be long): chains at most 28 characters, sets at most 31.
@@ -22,18 +32,22 @@
 //! | `cali-fip-dnat`, `cali-fip-snat` (nat) | workloads' 1:1 NAT mappings: `ext_ip` DNATed to `int_ip`; an endpoint's connection to its own `ext_ip` SNATed to come from it |
 //! | `cali4-all-pools`, `cali4-masq-pools` | every pool's CIDR; the masquerading pools' CIDRs |
 
-pub mod config;
+mod chain;
+pub mod drift;
+pub mod driver;
+mod encode;
 mod filter;
 mod ipsets;
 mod nat;
 mod raw;
 mod rules;
+pub mod stamp;
 
 use std::hash::Hasher;
 
 use fnv::FnvHasher;
 
-pub(crate) use filter::{Chain, restore_input};
+pub(crate) use chain::{Chain, restore_input};
 pub use filter::{FilterTable, kernel_jumps, render_filter};
 pub use ipsets::{ipset_members, render_ipset_delta, render_ipset_updates, render_ipsets};
 pub(crate) use nat::nat_chains;

@@ -12,7 +12,7 @@
 //!   they touch.
 //! - [`Dataplane::reader`] and [`Dataplane::repair_drift`] (the periodic check): the kernel is
 //!   read on another thread, then only the chains and sets that drifted are rewritten (see
-//!   [`crate::drift`]), so the check never holds up an update for the time a full reload takes.
+//!   [`super::drift`]), so the check never holds up an update for the time a full reload takes.
 //!
 //! Order matters for the kernel: sets are created before the rules that use them, and removed
 //! only after those rules are gone.
@@ -25,14 +25,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use calico_calc::{Changes, DesiredState};
 use calico_linux::{CommandError, Family, FirewallTables, IpSets, Ipset, Iptables, Netns};
 
-use crate::drift::{KernelReader, KernelSnapshot, Ledger, TABLES, normal_member};
-use crate::render::config::RenderConfig;
-use crate::render::{
+use super::drift::{KernelReader, KernelSnapshot, Ledger, TABLES, normal_member};
+use super::stamp;
+use super::{
     Chain, FilterTable, IpVersion, all_pools_set, ipset_members, ipset_name, kernel_jumps,
     masquerade_pools_set, nat_chains, raw_chains, render_ipset_delta, render_ipset_updates,
     render_pool_ipsets, restore_input,
 };
-use crate::stamp;
+use crate::firewall::config::RenderConfig;
 
 /// What a sync found to repair.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -89,7 +89,7 @@ struct Kernel {
 }
 
 impl Kernel {
-    /// Writes restore input, each chain it declares stamped (see [`crate::stamp`]).
+    /// Writes restore input, each chain it declares stamped (see [`super::stamp`]).
     fn restore_tables(&mut self, family: Family, text: &str) -> Result<(), CommandError> {
         if text.is_empty() {
             return Ok(());
@@ -256,7 +256,7 @@ impl Dataplane {
 
     /// Makes the kernel match `state` in everything Calico owns (start-up, and after a
     /// failure). It reads the kernel first and writes only what is not already as it would
-    /// write it: a chain whose stamp and rule count match (see [`crate::stamp`]), a set with
+    /// write it: a chain whose stamp and rule count match (see [`super::stamp`]), a set with
     /// exactly the right members, are left alone, so a restart with everything in place
     /// rewrites nothing. Each table changes atomically; `cali-` chains and `cali4`/`cali6` sets
     /// nothing needs go, and the kernel chains' jumps are put back.

@@ -4,12 +4,14 @@
 //! table's entry chains; one it denies is dropped here; one no untracked policy decides goes on
 //! to the filter table untouched. Rendered whole: it only holds host endpoints' chains.
 
-use calico_calc::{DesiredState, EndpointKey, EndpointProgram};
+use calico_calc::{DesiredState, PolicyId};
 
-use super::config::RenderConfig;
-use super::filter::{Chain, Renderer, restore_text};
-use super::rules::RuleOwner;
+use super::chain::{Chain, restore_text};
+use super::encode::Encoder;
 use super::{IpVersion, policy_chain};
+use crate::firewall::build;
+use crate::firewall::config::RenderConfig;
+use crate::firewall::model::Untracked;
 
 /// The raw table for one IP version, as `iptables-restore --noflush` input. The kernel's raw
 /// PREROUTING and OUTPUT chains need jumps to `cali-PREROUTING` and `cali-OUTPUT`.
@@ -24,7 +26,12 @@ pub(crate) fn raw_chains(
     config: &RenderConfig,
     version: IpVersion,
 ) -> Vec<Chain> {
-    let renderer = Renderer { config, version };
+    encode(&build::untracked(state, config), config, version)
+}
+
+/// The model's untracked part as the raw table's chains.
+fn encode(untracked: &Untracked, config: &RenderConfig, version: IpVersion) -> Vec<Chain> {
+    let encoder = Encoder { config, version };
     let marks = config.marks;
     let clear = format!(
         "-j MARK --set-xmark 0x0/{:#x}",
@@ -39,31 +46,21 @@ pub(crate) fn raw_chains(
     let mut hep_in = Chain::new("cali-raw-hep-in");
     let mut hep_out = Chain::new("cali-raw-hep-out");
     let mut endpoint_chains = Vec::new();
-    for (key, program) in &state.endpoints {
-        let (EndpointKey::Host(_), Some(iface)) = (key, &program.interface) else {
-            continue;
-        };
-        if program.untracked_tiers.is_empty() {
-            continue;
-        }
+    for endpoint in &untracked.endpoints {
+        let iface = &endpoint.iface;
         hep_in.push(format!("-i {iface} -g cali-ui-{iface}"));
         hep_out.push(format!("-o {iface} -g cali-ue-{iface}"));
         for inbound in [true, false] {
             let name = format!("cali-u{}-{iface}", if inbound { 'i' } else { 'e' });
-            endpoint_chains.push(untracked_chain(&renderer, name, program, inbound));
+            endpoint_chains.push(untracked_chain(config, name, &endpoint.tiers, inbound));
         }
     }
     let mut chains = vec![prerouting, output, hep_in, hep_out];
     chains.extend(endpoint_chains);
-    for (id, rules) in state.policies.iter().filter(|(_, r)| r.untracked) {
-        let what = format!("untracked policy {}/{}", id.tier, id.name);
-        let owner = RuleOwner::Policy {
-            tier: &id.tier,
-            name: &id.name,
-        };
-        chains.extend(renderer.rule_chains(&what, rules, owner, |inbound| {
-            policy_chain(inbound, &id.tier, &id.name)
-        }));
+    for (id, rules) in &untracked.policies {
+        chains.extend(
+            encoder.rule_chains(rules, |inbound| policy_chain(inbound, &id.tier, &id.name)),
+        );
     }
     chains
 }
@@ -71,18 +68,18 @@ pub(crate) fn raw_chains(
 /// A host endpoint's untracked policies in one direction: tiers in order; an allow marks,
 /// un-tracks and accepts; no decision falls through (no end-of-tier drop here).
 fn untracked_chain(
-    renderer: &Renderer<'_>,
+    config: &RenderConfig,
     name: String,
-    program: &EndpointProgram,
+    tiers: &[Vec<PolicyId>],
     inbound: bool,
 ) -> Chain {
-    let marks = renderer.config.marks;
+    let marks = config.marks;
     let (accept, pass, untracked) = (marks.accept, marks.pass, marks.untracked);
     let if_accepted = format!("-m mark --mark {accept:#x}/{accept:#x}");
     let mut chain = Chain::new(name);
-    for tier in &program.untracked_tiers {
+    for tier in tiers {
         chain.push(format!("-j MARK --set-xmark 0x0/{pass:#x}"));
-        for id in &tier.policies {
+        for id in tier {
             let target = policy_chain(inbound, &id.tier, &id.name);
             chain.push(format!("-m mark --mark 0x0/{pass:#x} -j {target}"));
             chain.push(format!(
