@@ -11,7 +11,10 @@
 //! | `workload` | endpoint key, veth name and IPAM handle of a call |
 //! | `delegate` | where a `calico` call's IPAM runs: `calico-ipam` in this process, another plugin as a child |
 //! | `ipam_plugin` | `calico-ipam`: Calico IPAM under the handle `<network>.<container id>`, under the per-host lock |
-//! | `plugin` | `calico`: veth, addresses, routes (the plan and its executor are `calico_plumbing`'s, shared with the Docker driver), endpoint and profile; rollback; DEL |
+//! | `plugin` | `calico`: one call, to the plan's executor |
+//! | `plan` | pure: ADD as steps with their undo (IPAM, the kernel side as `calico_plumbing`'s plan, the endpoint and profile), DEL as that undo read back from what exists |
+//! | `read` | what exists, as the plans need it: the container's interface and source rules, the endpoint and its addresses' holders |
+//! | `execute` | the executor: ADD's steps with the crash points between them and its rollback, DEL's undo |
 //! | `check` | `calico` CHECK: everything ADD made is still there |
 //! | `fault` | `CALICO_CNI_ABORT_AFTER`: ADD crashed after a step, for the crash tests |
 
@@ -19,9 +22,12 @@ pub mod check;
 pub mod config;
 pub mod delegate;
 pub mod error;
+pub mod execute;
 pub mod fault;
 pub mod ipam_plugin;
+pub mod plan;
 pub mod plugin;
+pub mod read;
 pub mod result;
 pub mod runtime_config;
 pub mod spec;
