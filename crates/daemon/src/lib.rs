@@ -1,11 +1,14 @@
 //! The scaffold of a daemon's `main()`: logs to stderr through a filter (tracing's env-filter
 //! syntax, an invalid one refused by name before anything runs), a tokio runtime, the work,
-//! and its outcome as the exit code (an error logged once with its causes). `calico-node`,
-//! `calico-libnetwork`, `calico-fanout`, `calico-flows`, `calico-neutron` and
-//! `calico-dhcp-agent` start this way.
+//! and its outcome as the exit code (an error logged once with its causes). `calico-felix`,
+//! `calico-node`, `calico-libnetwork`, `calico-fanout`, `calico-flows`, `calico-neutron` and
+//! `calico-dhcp-agent` start this way; a daemon whose log has rules of its own (Felix: the
+//! screen and a file, their levels set once its configuration is read) brings its own
+//! subscriber instead of a filter (`Daemon::subscriber`).
 //!
 //! ```text
 //! main() ─► Daemon::new(name).log_variable("CALICO_X_LOG") ─► run(work)
+//!              (or .subscriber(its own): installed as it is)
 //!              filter refused? ─► "name: CALICO_X_LOG=…: reason", exit 1
 //!              logging ─► runtime ─► work ─► Ok: exit 0 / Err(e): error "{e:#}", exit 1
 //! work: … select { served, Shutdown::listen()?.wait() } …   (SIGTERM or SIGINT)
@@ -17,17 +20,28 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use tracing::Dispatch;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// The level when no filter is given.
 pub const DEFAULT_LOG: &str = "info";
+
+/// Where a daemon's log goes.
+#[derive(Debug)]
+enum Log {
+    /// To stderr through this filter, or why the one given was refused (boxed: a filter is
+    /// large beside a `Dispatch`, and a daemon has one).
+    Filter(Box<Result<EnvFilter, String>>),
+    /// The caller's own subscriber.
+    Subscriber(Dispatch),
+}
 
 /// A daemon about to start.
 #[derive(Debug)]
 pub struct Daemon {
     name: String,
-    /// The filter, or why the one given was refused.
-    filter: Result<EnvFilter, String>,
+    log: Log,
     worker_threads: Option<usize>,
     blocking_threads: Option<usize>,
 }
@@ -37,7 +51,7 @@ impl Daemon {
     pub fn new(name: &str) -> Daemon {
         Daemon {
             name: name.to_owned(),
-            filter: Ok(EnvFilter::new(DEFAULT_LOG)),
+            log: Log::Filter(Box::new(Ok(EnvFilter::new(DEFAULT_LOG)))),
             worker_threads: None,
             blocking_threads: None,
         }
@@ -54,7 +68,10 @@ impl Daemon {
         };
         let filter =
             parse_filter(value).map_err(|reason| format!("{variable}={value:?}: {reason}"));
-        Daemon { filter, ..self }
+        Daemon {
+            log: Log::Filter(Box::new(filter)),
+            ..self
+        }
     }
 
     /// The filter `directives` (a flag's value), refused by name as `what` if it does not
@@ -62,13 +79,29 @@ impl Daemon {
     pub fn log(self, what: &str, directives: &str) -> Daemon {
         let filter =
             parse_filter(directives).map_err(|reason| format!("{what} {directives:?}: {reason}"));
-        Daemon { filter, ..self }
+        Daemon {
+            log: Log::Filter(Box::new(filter)),
+            ..self
+        }
     }
 
     /// A filter made by the caller (a daemon with rules of its own), or why it was refused.
     pub fn log_filter(self, filter: Result<EnvFilter, impl Display>) -> Daemon {
         let filter = filter.map_err(|e| e.to_string());
-        Daemon { filter, ..self }
+        Daemon {
+            log: Log::Filter(Box::new(filter)),
+            ..self
+        }
+    }
+
+    /// The caller's own subscriber, installed instead of the stderr one and as it is (its
+    /// outputs, filters and reload handles are the caller's): a daemon whose log has rules of
+    /// its own. The last of this and the filters above wins.
+    pub fn subscriber(self, subscriber: impl Into<Dispatch>) -> Daemon {
+        Daemon {
+            log: Log::Subscriber(subscriber.into()),
+            ..self
+        }
     }
 
     /// A runtime with `threads` worker threads.
@@ -92,20 +125,25 @@ impl Daemon {
     /// logged with its causes (`{e:#}`) and exits 1. A refused filter or a runtime that cannot
     /// start exits 1 before `work` runs.
     pub fn run<E: Display>(self, work: impl Future<Output = Result<(), E>>) -> ExitCode {
-        let filter = match self.filter {
-            Ok(filter) => filter,
-            Err(reason) => {
-                eprintln!("{}: {reason}", self.name);
-                return ExitCode::FAILURE;
-            }
+        let subscriber = match self.log {
+            Log::Filter(filter) => match *filter {
+                Ok(filter) => Dispatch::new(
+                    tracing_subscriber::fmt()
+                        .with_env_filter(filter)
+                        .with_writer(std::io::stderr)
+                        // Colours only on a terminal: a service's stderr usually goes to a file.
+                        .with_ansi(std::io::stderr().is_terminal())
+                        .finish(),
+                ),
+                Err(reason) => {
+                    eprintln!("{}: {reason}", self.name);
+                    return ExitCode::FAILURE;
+                }
+            },
+            Log::Subscriber(subscriber) => subscriber,
         };
         // A second subscriber (a test running several daemons) keeps the first.
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            // Colours only on a terminal: a service's stderr usually goes to a log file.
-            .with_ansi(std::io::stderr().is_terminal())
-            .try_init();
+        let _ = subscriber.try_init();
         let mut builder = tokio::runtime::Builder::new_multi_thread();
         if let Some(threads) = self.worker_threads {
             builder.worker_threads(threads);

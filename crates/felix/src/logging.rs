@@ -1,6 +1,7 @@
 //! Felix's log: to the screen (standard output) at `LogSeverityScreen`, and to `LogFilePath` at
 //! `LogSeverityFile`. Logging starts before the configuration is known (it may come from etcd),
-//! at INFO on the screen only; [`Logging::configure`] then applies the configuration.
+//! at INFO on the screen only; [`Logging::configure`] then applies the configuration. The
+//! subscriber [`Logging::new`] builds is installed by `calico-daemon` (`Daemon::subscriber`).
 //! `FELIX_LOG` (a `tracing` filter such as `calico_felix=debug`) overrides the screen level.
 
 use std::fs::{File, OpenOptions};
@@ -8,10 +9,10 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use tracing::Dispatch;
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, reload};
 
 use crate::config::Config;
@@ -68,8 +69,9 @@ impl std::fmt::Debug for Logging {
 }
 
 impl Logging {
-    /// Starts logging: screen at INFO (or `FELIX_LOG`), no file yet.
-    pub fn init() -> Logging {
+    /// The log's handles and the subscriber to install: screen at INFO (or `FELIX_LOG`), no
+    /// file yet.
+    pub fn new() -> (Logging, Dispatch) {
         let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
         let file = FileSlot::default();
         let (file_filter, file_level) = reload::Layer::new(LevelFilter::OFF);
@@ -83,27 +85,29 @@ impl Logging {
                 let screen = tracing_subscriber::fmt::layer()
                     .with_ansi(ansi)
                     .with_filter(env);
-                registry.with(file_layer).with(screen).init();
+                let subscriber = Dispatch::new(registry.with(file_layer).with(screen));
                 let file_level: SetLevel = Box::new(move |level| file_level.reload(level));
-                Logging {
+                let logging = Logging {
                     screen: None,
                     file_level,
                     file,
-                }
+                };
+                (logging, subscriber)
             }
             Err(_) => {
                 let (filter, handle) = reload::Layer::new(LevelFilter::INFO);
                 let screen = tracing_subscriber::fmt::layer()
                     .with_ansi(ansi)
                     .with_filter(filter);
-                registry.with(file_layer).with(screen).init();
+                let subscriber = Dispatch::new(registry.with(file_layer).with(screen));
                 let file_level: SetLevel = Box::new(move |level| file_level.reload(level));
                 let screen: SetLevel = Box::new(move |level| handle.reload(level));
-                Logging {
+                let logging = Logging {
                     screen: Some(screen),
                     file_level,
                     file,
-                }
+                };
+                (logging, subscriber)
             }
         }
     }

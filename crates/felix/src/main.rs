@@ -1,12 +1,17 @@
 //! `calico-felix`: the per-host agent. Reads its configuration (environment, config file, etcd),
 //! then keeps this host's routes and firewall in line with the datastore once it is ready
 //! (`/calico/v1/Ready`). See docs/configuration.md. With `--dry-run` it only prints what it
-//! would program (docs/felix.md).
+//! would program (docs/felix.md). It starts through `calico-daemon` like the other daemons:
+//! its own log (`logging.rs`: the screen and `LogFilePath`, levels set once the configuration
+//! is read; a dry run's log is standard error at WARN), two worker threads, an error logged
+//! with its causes and exit 1. SIGTERM and SIGINT keep the kernel's default: Felix stops at
+//! once and what it programmed stays (calico-node and the lab stop it so).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use calico_daemon::Daemon;
 use calico_datastore::EtcdDatastore;
 use calico_felix::config::{Bootstrap, Inputs};
 use calico_felix::logging::Logging;
@@ -34,40 +39,18 @@ struct Args {
 
 const DEFAULT_CONFIG_FILE: &str = "/etc/calico/felix.cfg";
 
+/// The runtime's worker threads: the agent loop and the kernel's and etcd's tasks beside it.
+const WORKER_THREADS: usize = 2;
+
 fn main() -> ExitCode {
     let args = Args::parse();
-    // A dry run prints its report on standard output: its log goes to standard error.
-    let logging = if args.dry_run {
-        tracing_subscriber::fmt()
-            .with_writer(std::io::stderr)
-            .with_max_level(tracing::Level::WARN)
-            .init();
-        None
-    } else {
-        Some(Logging::init())
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("error: cannot start the async runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = match &logging {
-        Some(logging) => runtime.block_on(run(args, logging)),
-        None => runtime.block_on(dry_run(args)),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            tracing::error!("{err:#}");
-            ExitCode::FAILURE
-        }
+    let daemon = Daemon::new("calico-felix").worker_threads(WORKER_THREADS);
+    if args.dry_run {
+        // A dry run prints its report on standard output: its log goes to standard error.
+        return daemon.log("the dry run's log", "warn").run(dry_run(args));
     }
+    let (logging, subscriber) = Logging::new();
+    daemon.subscriber(subscriber).run(run(args, logging))
 }
 
 /// `--dry-run`: one read of etcd and of the kernel, the report on standard output.
@@ -87,7 +70,7 @@ async fn dry_run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run(args: Args, logging: &Logging) -> anyhow::Result<()> {
+async fn run(args: Args, logging: Logging) -> anyhow::Result<()> {
     let mut inputs = inputs(args.config_file)?;
     let hostname = calico_linux::hostname();
     let bootstrap = Bootstrap::load(&inputs, &hostname)?;

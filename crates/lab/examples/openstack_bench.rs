@@ -23,7 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use calico_lab::Lab;
-use calico_lab::openstack::{self, Vm};
+use calico_lab::openstack::{self, vm::Vm};
 use calico_openstack::client::Client;
 use calico_testkit::Tails;
 use serde_json::{Value, json};

@@ -22,7 +22,7 @@
 
 pub mod vm;
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -36,13 +36,12 @@ use calico_openstack::keystone::Keystone as Session;
 use calico_openstack::server::keystone::{self, Keystone, Provision, ServiceUser};
 use calico_openstack::server::neutron::{self as neutron_server, Neutron, ServerAuth};
 use calico_openstack::server::{self, Database};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::logs::{log_hint, with_log_tail};
 use crate::poll::poll;
 use crate::processes;
-use crate::state::{FABRIC_IP, Host, Lab};
+use crate::state::{FABRIC_IP, Host, Lab, OpenStack};
 
 /// The lab's VM network, its subnets (outside the lab's IP pools) and their gateways.
 pub const NETWORK: &str = "lab-net";
@@ -67,37 +66,8 @@ pub const DHCLIENT: &str = "/sbin/dhclient";
 /// How long neutron-server and Keystone may take to answer after they started.
 const SERVER_LIMIT: Duration = Duration::from_secs(120);
 
-/// What `up --openstack` made, kept in the lab's state.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct OpenStack {
-    /// neutron-server as hosts reach it: `http://10.99.0.1:9696`.
-    pub neutron_url: String,
-    /// neutron-server as the caller reaches it (its relay): `http://127.0.0.1:<port>`.
-    pub client_url: String,
-    /// Keystone's v3 API as hosts reach it: `http://10.99.0.1:5000/v3`.
-    #[serde(default)]
-    pub keystone_url: String,
-    /// Keystone's v3 API as the caller reaches it (its relay).
-    #[serde(default)]
-    pub keystone_client_url: String,
-    /// The cloud's admin (user and project `admin`), whose credentials `openrc` holds.
-    #[serde(default)]
-    pub admin_password: String,
-    /// The project objects are made in (the admin's).
-    pub project: String,
-    pub network: String,
-    pub subnet: String,
-    /// The IPv6 subnet (labs brought up before it existed have none).
-    #[serde(default)]
-    pub subnet6: String,
-    pub security_group: String,
-    /// neutron-server's pid (it runs in the fabric), to notice an early exit.
-    pub server_pid: Option<i32>,
-    /// The VMs `vm boot` made.
-    #[serde(default)]
-    pub vms: Vec<Vm>,
-}
-
+// Here, not beside the type in `state/openstack.rs`: the state is data, the cloud's clients
+// are this module's.
 impl OpenStack {
     /// A Neutron client as the cloud's admin, through the relays.
     pub fn client(&self) -> anyhow::Result<Client> {
@@ -106,45 +76,6 @@ impl OpenStack {
             &self.keystone_client_url,
             &self.admin_password,
         )
-    }
-}
-
-/// One booted VM.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Vm {
-    pub name: String,
-    pub host: String,
-    pub netns: String,
-    /// Neutron's port, and what the VM got from it.
-    pub port: String,
-    pub tap: String,
-    pub mac: String,
-    pub ip: Ipv4Addr,
-    /// The port's IPv6 address, when its network has an IPv6 subnet.
-    #[serde(default)]
-    pub ip6: Option<Ipv6Addr>,
-    /// The port's `device_id` (the VM's name).
-    pub device_id: String,
-    /// Whether `vm boot` made the port (deleted with the VM), or was given it with `--port`
-    /// (unbound and kept, as Nova does with a port it was given).
-    #[serde(default = "made")]
-    pub port_made: bool,
-}
-
-fn made() -> bool {
-    true
-}
-
-impl Vm {
-    /// The endpoint calico-neutron writes for the VM's port.
-    pub fn endpoint_key(&self) -> String {
-        calico_model::Key::WorkloadEndpoint(calico_model::key::WorkloadEndpointId {
-            hostname: self.host.clone(),
-            orchestrator: "openstack".to_owned(),
-            workload: self.device_id.clone(),
-            endpoint: self.port.clone(),
-        })
-        .to_string()
     }
 }
 

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
-pub use crate::openstack::OpenStack;
+mod openstack;
+
+pub use openstack::{OpenStack, Vm};
 
 /// The fabric's bridge address: etcd listens here, and it is every host's default gateway.
 pub const FABRIC_IP: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);

@@ -480,5 +480,4 @@ pub fn os_environment() -> BTreeMap<String, String> {
 }
 
 #[cfg(test)]
-#[path = "credentials_tests.rs"]
 mod tests;

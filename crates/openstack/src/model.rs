@@ -241,5 +241,4 @@ pub fn report(desired: &Desired) {
 }
 
 #[cfg(test)]
-#[path = "model_tests.rs"]
 mod tests;

@@ -182,5 +182,4 @@ fn remote(
 }
 
 #[cfg(test)]
-#[path = "rule_tests.rs"]
 mod tests;

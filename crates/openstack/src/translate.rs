@@ -105,6 +105,7 @@ pub fn endpoint(
         ipv4_gateway: None,
         ipv6_gateway: None,
         labels: LabelMap::new(),
+        address_space: None,
     };
     addressing(port, subnets, &mut endpoint).map_err(fail)?;
     endpoint.validate().map_err(|e| fail(e.to_string()))?;
@@ -219,5 +220,4 @@ fn canonical(rules: &mut Vec<Rule>) {
 }
 
 #[cfg(test)]
-#[path = "translate_tests.rs"]
 mod tests;

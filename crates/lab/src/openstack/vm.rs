@@ -29,12 +29,12 @@ use calico_openstack::client::Client;
 use calico_openstack::error::NeutronError;
 use serde_json::{Value, json};
 
-use super::OpenStack;
-pub use super::{DHCLIENT, Vm, openstack_of};
+pub use super::{DHCLIENT, openstack_of};
 use crate::poll::poll;
 use crate::processes::{self, stop_pids};
 use crate::sh;
-use crate::state::{Lab, check_name};
+pub use crate::state::Vm;
+use crate::state::{Lab, OpenStack, check_name};
 use crate::topology::{add_netns, delete_netns, netns_pids};
 
 /// The DHCP client run in each VM.

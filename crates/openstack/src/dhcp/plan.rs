@@ -200,5 +200,4 @@ fn add(entry: &mut HostEntry, addr: IpAddr, subnet: Served, left_out: &mut Vec<N
 }
 
 #[cfg(test)]
-#[path = "plan_tests.rs"]
 mod tests;

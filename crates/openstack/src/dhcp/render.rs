@@ -248,5 +248,4 @@ fn bracketed(addr: IpAddr) -> String {
 }
 
 #[cfg(test)]
-#[path = "render_tests.rs"]
 mod tests;
