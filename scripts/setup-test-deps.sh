@@ -27,6 +27,7 @@ declare -A NEEDED=(
   [nft]=nftables               # Felix's nftables backend: its tests and `calicoctl diags` list the ruleset
   [chromium]=chromium           # the flow console's browser test (headless, driven over WebDriver)
   [chromedriver]=chromium-driver  # … by chromedriver; nothing is downloaded at run time
+  [clang]=clang                 # calico-xlat: the address-space translator, a tc eBPF program (clang -target bpf)
 )
 
 missing=()
@@ -42,6 +43,9 @@ dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
 
 # protoc needs the well-known .proto files (google/protobuf/descriptor.proto, ...)
 [[ -f /usr/include/google/protobuf/descriptor.proto ]] || missing+=(libprotobuf-dev)
+
+# calico-xlat's eBPF program includes the kernel's uapi headers (linux/bpf.h, ...)
+[[ -f /usr/include/linux/bpf.h ]] || missing+=(linux-libc-dev)
 
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
