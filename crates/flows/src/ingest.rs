@@ -7,10 +7,11 @@ use calico_model::flow::FlowRecord;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-/// What a batch holds, checked: the valid records (with their index) and the refusals.
+/// What a batch holds, checked: the valid records (with their index and their text as sent,
+/// which the store keeps) and the refusals.
 #[derive(Debug, Default)]
-pub struct Checked {
-    pub records: Vec<(usize, FlowRecord)>,
+pub struct Checked<'a> {
+    pub records: Vec<(usize, FlowRecord, &'a str)>,
     pub refused: Vec<Refusal>,
 }
 
@@ -35,7 +36,7 @@ struct RawBatch<'a> {
 pub struct NotABatch(String);
 
 /// Reads a batch; `now` is the aggregator's clock in unix seconds.
-pub fn check(body: &[u8], limits: BatchLimits, now: u64) -> Result<Checked, NotABatch> {
+pub fn check(body: &[u8], limits: BatchLimits, now: u64) -> Result<Checked<'_>, NotABatch> {
     let batch: RawBatch = serde_json::from_slice(body).map_err(|e| NotABatch(e.to_string()))?;
     let mut checked = Checked::default();
     let total = batch.records.len();
@@ -52,7 +53,7 @@ pub fn check(body: &[u8], limits: BatchLimits, now: u64) -> Result<Checked, NotA
             continue;
         }
         match record(raw.get(), limits.max_skew, now) {
-            Ok(record) => checked.records.push((index, record)),
+            Ok(record) => checked.records.push((index, record, raw.get())),
             Err(error) => checked.refused.push(refusal(index, error.within(&at))),
         }
     }

@@ -1,13 +1,14 @@
 //! `calico-flows`, the flow aggregator (docs/observability.md): every Felix sends it flow
 //! records; it keeps a bounded window of them and serves queries, a live stream, filter hints,
-//! Prometheus metrics and the web console. It holds no state but memory and needs no etcd:
-//! Felix names both ends of a flow from its own copy of the datastore.
+//! Prometheus metrics and the web console. It keeps every record it accepts on disk (`store`)
+//! and needs no etcd: Felix names both ends of a flow from its own copy of the datastore.
 //!
 //! | module | owns |
 //! | --- | --- |
 //! | `window` | the bounded window (pure): insert and sum per key and bucket, evict, expire, query, hints (`footprint`: what an entry costs, as malloc hands it out; `labels`: kept compact) |
 //! | `ingest` | a batch body → each record validated on its own, refused by field and reason |
-//! | `aggregator` | `Aggregator` (window + metrics + live stream), `Settings` |
+//! | `aggregator` | `Aggregator` (window + store + metrics + live stream), `Settings` |
+//! | `store` | the records on disk (redb): group commit before the answer, retention by time and size, read back at start and for queries before the window |
 //! | `server` | the routes over it, ingestion and queries, `serve` (`reply`: JSON answers and errors) |
 //! | `stream` | the live stream as server-sent events, filtered per subscriber |
 //! | `metrics` | Prometheus counters and gauges, and the stats answer |
@@ -19,6 +20,7 @@ pub mod ingest;
 pub mod metrics;
 mod reply;
 pub mod server;
+pub mod store;
 pub mod stream;
 pub mod window;
 

@@ -35,13 +35,22 @@ pub struct Metrics {
     /// By `cap`: `max-flows`, `max-memory`.
     pub evicted: Family<Labels, Counter>,
     pub expired: Counter,
-    /// Bodies refused whole, by `reason`: `not-a-batch`, `too-large`, `unauthorized`.
+    /// Bodies refused whole, by `reason`: `not-a-batch`, `too-large`, `unauthorized`,
+    /// `not-stored` (the store failed: the sender is told to send them again).
     pub batches_refused: Family<Labels, Counter>,
     pub flows: Gauge,
     pub memory: Gauge,
     pub subscribers: Gauge,
     /// Records stream subscribers missed because they fell behind.
     pub stream_missed: Counter,
+    /// Bytes of records in the store (`store.rs`).
+    pub store_bytes: Gauge,
+    /// Group commits (each one fsync) of the store.
+    pub store_commits: Counter,
+    /// Records removed from the store, by `cause`: `retention`, `max-size`.
+    pub store_removed: Family<Labels, Counter>,
+    /// Records read back from the store into the window at start.
+    pub store_loaded: Counter,
 }
 
 impl Default for Metrics {
@@ -67,6 +76,10 @@ impl Metrics {
             memory: Gauge::default(),
             subscribers: Gauge::default(),
             stream_missed: Counter::default(),
+            store_bytes: Gauge::default(),
+            store_commits: Counter::default(),
+            store_removed: Family::default(),
+            store_loaded: Counter::default(),
         };
         let m = &metrics;
         r.register(
@@ -101,7 +114,7 @@ impl Metrics {
         );
         r.register(
             "batches_refused",
-            "Request bodies refused whole, by reason (not-a-batch, too-large, unauthorized)",
+            "Request bodies refused whole, by reason (not-a-batch, too-large, unauthorized, not-stored)",
             m.batches_refused.clone(),
         );
         r.register("window_flows", "Flows held in the window", m.flows.clone());
@@ -120,6 +133,26 @@ impl Metrics {
             "Records live stream subscribers missed because they fell behind",
             m.stream_missed.clone(),
         );
+        r.register(
+            "store_bytes",
+            "Bytes of flow records kept in the store on disk",
+            m.store_bytes.clone(),
+        );
+        r.register(
+            "store_commits",
+            "Commits of the store (each one fsync, for every batch that waited for it)",
+            m.store_commits.clone(),
+        );
+        r.register(
+            "store_removed_records",
+            "Flow records removed from the store, by cause (retention, max-size)",
+            m.store_removed.clone(),
+        );
+        r.register(
+            "store_loaded_records",
+            "Flow records read back from the store into the window at start",
+            m.store_loaded.clone(),
+        );
         Metrics {
             registry: Arc::new(r),
             ..metrics
@@ -133,6 +166,12 @@ impl Metrics {
 
     pub fn drop_record(&self, reason: &str) {
         self.dropped.get_or_create(&label("reason", reason)).inc();
+    }
+
+    pub fn store_removed(&self, cause: &str, records: u64) {
+        self.store_removed
+            .get_or_create(&label("cause", cause))
+            .inc_by(records);
     }
 
     pub fn refuse_batch(&self, reason: &str) {
@@ -187,7 +226,7 @@ impl Metrics {
             expired: removed.expired,
             batches_refused: sum(
                 &self.batches_refused,
-                &["not-a-batch", "too-large", "unauthorized"],
+                &["not-a-batch", "too-large", "unauthorized", "not-stored"],
                 "reason",
             ),
         }

@@ -2,8 +2,10 @@
 //!
 //! ```text
 //!   Felix ── POST /api/v1/flows ──► ingest::check (no lock) ──► Window (one mutex) ──► live
-//!                                                                 ▲                  (broadcast)
-//!   console, calicoctl ── GET flows | hints | stats ─────────────┘                      │
+//!     ▲                                                         │  ▲                 (broadcast)
+//!     └── 200 once durable ◄── Store (group commit, fsync) ◄────┘  │                      │
+//!   console, calicoctl ── GET flows | hints | stats ──────────────┘ (or the Store, for   │
+//!                                                                    a start before it)  │
 //!   console, calicoctl ── GET flows/stream ◄── stream::events (filter per subscriber) ◄──┘
 //!   expiry tick (1 s) ──► Window::expire
 //! ```
@@ -84,23 +86,51 @@ async fn post_flows(
     if declared.is_some_and(|length| length > limit) {
         return too_large("is over");
     }
-    let _turn = aggregator.batch_turn().await;
+    let turn = aggregator.batch_turn().await;
     let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
         return too_large("is over (or was cut off before)");
     };
     // Checking thousands of records is CPU work: off the threads that serve streams and queries.
     let worker = aggregator.clone();
-    let checked = tokio::task::spawn_blocking(move || worker.ingest(&bytes, now())).await;
-    match checked.expect("ingesting never panics") {
-        Ok(reply) => json(StatusCode::OK, &reply),
-        Err(error) => refuse(StatusCode::BAD_REQUEST, "not-a-batch", error.to_string()),
+    let arrived = now();
+    let checked = tokio::task::spawn_blocking(move || worker.ingest(&bytes, arrived)).await;
+    let taken = match checked.expect("ingesting never panics") {
+        Ok(taken) => taken,
+        Err(error) => return refuse(StatusCode::BAD_REQUEST, "not-a-batch", error.to_string()),
+    };
+    // The next batch is checked while this one is written: the store's queue bounds the rows.
+    drop(turn);
+    if let (Some(store), Some(row)) = (aggregator.store(), taken.row)
+        && let Err(error) = store.append(arrived, row).await
+    {
+        let error = format!("the records were not kept on disk ({error}): send them again");
+        return refuse(StatusCode::SERVICE_UNAVAILABLE, "not-stored", error);
     }
+    json(StatusCode::OK, &taken.reply)
 }
 
 async fn list(State(aggregator): State<Arc<Aggregator>>, RawQuery(query): RawQuery) -> Response {
-    match list_query(query.as_deref().unwrap_or_default(), aggregator.settings()) {
-        Ok((filter, limit)) => json(StatusCode::OK, &aggregator.query(&filter, limit)),
-        Err(error) => error_reply(StatusCode::BAD_REQUEST, error.to_string()),
+    let (filter, limit) =
+        match list_query(query.as_deref().unwrap_or_default(), aggregator.settings()) {
+            Ok(asked) => asked,
+            Err(error) => return error_reply(StatusCode::BAD_REQUEST, error.to_string()),
+        };
+    if aggregator.in_window(&filter) {
+        return json(StatusCode::OK, &aggregator.query(&filter, limit));
+    }
+    // Reading the store takes a while: on a thread of its own, not the one that checks batches.
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    let reader = aggregator.clone();
+    std::thread::spawn(move || {
+        let _ = answer.send(reader.query_store(&filter, limit));
+    });
+    match answered.await {
+        Ok(Ok(flows)) => json(StatusCode::OK, &flows),
+        Ok(Err(error)) => error_reply(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        Err(_) => error_reply(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the store's reader stopped".into(),
+        ),
     }
 }
 

@@ -92,6 +92,9 @@ pub struct Window {
     memory: usize,
     next: u64,
     removed: Removed,
+    /// Every record accepted that started at this second or later is held (summed): what was
+    /// evicted, or dropped as older than the window, started before it.
+    covered_from: u64,
 }
 
 impl Window {
@@ -104,6 +107,7 @@ impl Window {
             memory: 0,
             next: 0,
             removed: Removed::default(),
+            covered_from: 0,
         }
     }
 
@@ -127,6 +131,27 @@ impl Window {
 
     pub fn removed(&self) -> Removed {
         self.removed
+    }
+
+    /// Whether every record accepted that started at `from` or later is still held at `now`:
+    /// nothing of that time evicted, nor past the retention.
+    pub fn covers(&self, from: u64, now: u64) -> bool {
+        let horizon = match self.limits.retention {
+            0 => 0,
+            retention => now.saturating_sub(retention),
+        };
+        from >= self.covered_from.max(horizon)
+    }
+
+    /// Says that records which started before `from` may be missing (the window was filled
+    /// from a store that had already dropped them).
+    pub fn cover_from(&mut self, from: u64) {
+        self.covered_from = self.covered_from.max(from);
+    }
+
+    /// Records of `bucket` and before are no longer all held.
+    fn uncover(&mut self, bucket: u64) {
+        self.cover_from((bucket + 1).saturating_mul(self.limits.bucket));
     }
 
     /// Takes one valid record.
@@ -156,6 +181,7 @@ impl Window {
             || self.memory + size > self.limits.max_memory;
         let oldest = self.entries.keys().next().map(|(b, _)| *b);
         if full && oldest.is_none_or(|oldest| bucket < oldest) {
+            self.uncover(bucket);
             return Outcome::Dropped(DropReason::OlderThanWindow);
         }
         let seq = self.next;
@@ -295,6 +321,7 @@ impl Window {
                 .keys()
                 .next()
                 .expect("over a cap, so not empty");
+            self.uncover(oldest.0);
             self.remove(oldest);
         }
     }

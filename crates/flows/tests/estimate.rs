@@ -24,7 +24,7 @@ fn fill(window: &mut Window, batches: std::ops::Range<usize>) {
         let body = load::body(batch * load::BATCH, NOW);
         let checked = ingest::check(&body, limits, NOW).expect("a batch");
         assert!(checked.refused.is_empty(), "{:?}", checked.refused);
-        for (_, record) in checked.records {
+        for (_, record, _) in checked.records {
             window.insert(record, NOW);
         }
     }

@@ -21,7 +21,8 @@ impl Running {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = std::fs::File::create(dir.path().join("flows.log")).expect("log file");
         let child = Command::new(FLOWS)
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", "127.0.0.1:0", "--store-dir"])
+            .arg(dir.path().join("store"))
             .env("CALICO_FLOWS_LOG", log_filter)
             .stdin(Stdio::null())
             .stderr(log)
@@ -89,7 +90,7 @@ fn it_logs_the_address_it_bound_and_sigterm_stops_it() {
     let log = flows.log();
     assert!(status.success(), "{status}; log:\n{log}");
     assert!(
-        log.contains("stopping: the flows held in memory are dropped"),
+        log.contains("stopping: every record accepted is in the store"),
         "{log}"
     );
     // Plain text to a file: no colour codes.

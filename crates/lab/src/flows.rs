@@ -40,10 +40,21 @@ pub async fn start(lab: &mut Lab) -> anyhow::Result<String> {
     let binary = sibling_binary("calico-flows", "calico-flows")?;
     let listen = format!("{FABRIC_IP}:{FLOWS_PORT}");
     let fabric = Lab::fabric_netns(&lab.name);
+    // The lab's records are kept in its own state directory, gone with `down`.
+    let log = lab.log_path("calico-flows");
+    let store = log.with_file_name("flows-store");
+    let store = store.to_string_lossy();
     let pid = processes::spawn(
         Some(&fabric),
         &binary,
-        &["--listen", &listen, "--bucket", &LAB_FLUSH_SECS.to_string()],
+        &[
+            "--listen",
+            &listen,
+            "--bucket",
+            &LAB_FLUSH_SECS.to_string(),
+            "--store-dir",
+            &store,
+        ],
         &[],
         &lab.log_path("calico-flows"),
     )?;

@@ -32,6 +32,8 @@ impl Aggregator {
         // Port 0: the aggregator picks a port nobody holds and logs it.
         let mut child = Command::new(binary)
             .args(["--listen", "127.0.0.1:0"])
+            .arg("--store-dir")
+            .arg(dir.path().join("store"))
             .args(args)
             .stdin(Stdio::null())
             .stderr(log)

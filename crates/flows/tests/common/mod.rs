@@ -40,8 +40,18 @@ impl Flows {
         let dir = tempfile::tempdir().expect("temp dir");
         let log_path = dir.path().join("flows.log");
         let log = std::fs::File::create(&log_path).expect("log file");
+        // A store of its own in the temp dir, unless the test names one (or none).
+        let store = dir.path().join("store");
+        let own_store = !args
+            .iter()
+            .any(|a| *a == "--store-dir" || *a == "--memory-only");
         let mut child = Command::new(FLOWS)
             .args(["--listen", listen])
+            .args(if own_store {
+                vec!["--store-dir".as_ref(), store.as_os_str()]
+            } else {
+                vec![]
+            })
             .args(args)
             .stdin(Stdio::null())
             .stderr(log)
@@ -76,6 +86,7 @@ impl Flows {
         std::fs::read_to_string(self.dir.path().join("flows.log")).unwrap_or_default()
     }
 
+    /// Kills it with SIGKILL (what `Child::kill` sends): nothing is flushed or closed.
     pub fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
