@@ -46,6 +46,11 @@ use tokio::sync::{mpsc, watch};
 /// packet come in one NFLOG batch, so this is generous).
 const STALE_STEPS_SECS: u64 = 5;
 
+/// How often the connections that started since the last records are sent on their own
+/// (with what the log saw of them), so that a new connection shows within a second whatever
+/// `FlowLogsFlushInterval` is; the rest waits for the flush.
+pub const NEW_FLOWS_EVERY: Duration = Duration::from_millis(250);
+
 /// How long a denied attempt lasts without a packet: as long as conntrack keeps an unreplied
 /// entry (`nf_conntrack_tcp_timeout_syn_sent`, 120 s; `nf_conntrack_udp_timeout`, 30 s, for
 /// the rest). A TCP client's retransmitted SYNs (1, 2, 4, ... 32 s apart) stay one attempt,
@@ -146,6 +151,8 @@ struct FlowKey {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Totals {
+    /// The second the first of what these totals hold happened (the record's start).
+    since: u64,
     connections: u64,
     packets_in: u64,
     bytes_in: u64,
@@ -222,6 +229,7 @@ pub struct CollectorStats {
 pub struct Collector {
     /// Steps of packets whose trail is not complete yet, with when the first came.
     open: HashMap<(PacketHeader, bool), (u64, Vec<Logged>)>,
+    /// What each flow has that no record carried yet.
     flows: HashMap<FlowKey, Totals>,
     /// Allowed connections by their original tuple.
     connections: HashMap<Tuple, Counted>,
@@ -309,7 +317,10 @@ impl Collector {
             action,
             trail: trail_of(&steps, |tier| names.trigger(local, tier)),
         };
-        let totals = self.flows.entry(flow.clone()).or_default();
+        let totals = self.flows.entry(flow.clone()).or_insert(Totals {
+            since: now,
+            ..Totals::default()
+        });
         match action {
             Verdict::Deny => {
                 // What reached the endpoint's policy and was dropped: counted from the log.
@@ -338,18 +349,32 @@ impl Collector {
                     // made a new entry, counting from 0).
                     *counted = Counted::default();
                 }
-                match counted.flows.iter_mut().find(|c| c.flow == flow) {
+                let counting = match counted.flows.iter().position(|c| c.flow == flow) {
                     // Unreplied, so still ct state new: the same connection, sent again.
-                    Some(counting) => {
+                    Some(at) => {
+                        let counting = &mut counted.flows[at];
                         counting.logged.0 += 1;
                         counting.logged.1 += length;
                         counting.retried.0 += 1;
                         counting.retried.1 += length;
+                        counting
                     }
                     None => {
                         totals.connections += 1;
                         counted.flows.push(Counting::new(flow, length));
+                        counted.flows.last_mut().expect("just pushed")
                     }
+                };
+                // What the log saw goes out with the next records; a dump adds only what
+                // conntrack has beyond it (`last` counts what was reported).
+                counting.last.0 += 1;
+                counting.last.1 += length;
+                if inbound {
+                    totals.packets_in += 1;
+                    totals.bytes_in += length;
+                } else {
+                    totals.packets_out += 1;
+                    totals.bytes_out += length;
                 }
             }
         }
@@ -389,9 +414,19 @@ impl Collector {
                     now.2.saturating_sub(last.2),
                     now.3.saturating_sub(last.3),
                 );
-                counting.last = now;
+                // Never back: what was reported (the log's packets) is not reported again.
+                counting.last = (
+                    last.0.max(now.0),
+                    last.1.max(now.1),
+                    last.2.max(now.2),
+                    last.3.max(now.3),
+                );
                 let flow = &counting.flow;
-                let totals = self.flows.entry(flow.clone()).or_default();
+                let since = self.interval_start;
+                let totals = self.flows.entry(flow.clone()).or_insert(Totals {
+                    since,
+                    ..Totals::default()
+                });
                 // The original direction is the client's: into the endpoint for ingress.
                 let (forward, back) = ((delta.0, delta.1), (delta.2, delta.3));
                 let ((p_in, b_in), (p_out, b_out)) = match flow.direction {
@@ -410,12 +445,11 @@ impl Collector {
         }
     }
 
-    /// The records of the interval that ends `now`, and a new interval. Flows with nothing in
-    /// the interval give no record.
+    /// The records of the interval that ends `now` (after [`counted`](Self::counted)), and a
+    /// new interval: every flow with something no record carried yet. Each record covers from
+    /// when its first packet came (or the last flush, for conntrack's counts) to `now`.
     pub fn flush(&mut self, names: &FlowNames, now: u64) -> Vec<FlowRecord> {
-        let start = self.interval_start;
-        let end = now.max(start + 1);
-        self.interval_start = end;
+        self.interval_start = now;
         self.denied
             .retain(|(header, _), last| now.saturating_sub(*last) < attempt_secs(header.protocol));
         self.open
@@ -423,13 +457,40 @@ impl Collector {
         let flows = std::mem::take(&mut self.flows);
         flows
             .into_iter()
-            .filter(|(_, t)| *t != Totals::default())
-            .map(|(flow, totals)| record(names, &flow, totals, start, end))
+            .filter(|(_, t)| t.has_counts())
+            .map(|(flow, totals)| record(names, &flow, totals, now))
+            .collect()
+    }
+
+    /// The records of the flows that had a new connection since their last record, with what
+    /// the log saw (no conntrack dump): what a user waits for, sent every [`NEW_FLOWS_EVERY`].
+    /// What they carry is taken out, so a later flush carries only what came since, and the
+    /// aggregator's sums count each connection and packet once.
+    pub fn flush_new(&mut self, names: &FlowNames, now: u64) -> Vec<FlowRecord> {
+        let fresh: Vec<FlowKey> = self
+            .flows
+            .iter()
+            .filter(|(_, t)| t.connections > 0)
+            .map(|(flow, _)| flow.clone())
+            .collect();
+        fresh
+            .into_iter()
+            .filter_map(|flow| {
+                let totals = self.flows.remove(&flow)?;
+                Some(record(names, &flow, totals, now))
+            })
             .collect()
     }
 }
 
-fn record(names: &FlowNames, flow: &FlowKey, totals: Totals, start: u64, end: u64) -> FlowRecord {
+impl Totals {
+    fn has_counts(&self) -> bool {
+        Totals { since: 0, ..*self } != Totals::default()
+    }
+}
+
+fn record(names: &FlowNames, flow: &FlowKey, totals: Totals, now: u64) -> FlowRecord {
+    let (start, end) = (totals.since, now.max(totals.since + 1));
     let local = names
         .side(&Side::Endpoint(flow.local.clone()))
         .with_address(flow.local_address);
@@ -714,6 +775,17 @@ async fn collect(
     let mut tick = tokio::time::interval(flush);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
+    let mut fresh = tokio::time::interval(NEW_FLOWS_EVERY.min(flush));
+    fresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    fresh.tick().await;
+    let send = |records: Vec<FlowRecord>| {
+        for record in records {
+            counters.records.fetch_add(1, Ordering::Relaxed);
+            if !sender.send(record) {
+                counters.records_dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    };
     loop {
         tokio::select! {
             packet = packets.recv() => {
@@ -727,12 +799,11 @@ async fn collect(
                     Err(error) => tracing::warn!("flow logs: reading conntrack: {error}"),
                 }
                 let names = names.borrow().clone();
-                for record in collector.flush(&names, unix_now()) {
-                    counters.records.fetch_add(1, Ordering::Relaxed);
-                    if !sender.send(record) {
-                        counters.records_dropped.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
+                send(collector.flush(&names, unix_now()));
+            }
+            _ = fresh.tick() => {
+                let names = names.borrow().clone();
+                send(collector.flush_new(&names, unix_now()));
             }
         }
     }

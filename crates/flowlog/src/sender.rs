@@ -46,14 +46,14 @@ pub struct SenderConfig {
 }
 
 impl SenderConfig {
-    /// The defaults for `url`: 10,000 queued records, batches of 500, 1 s linger, 5 s timeout,
+    /// The defaults for `url`: 10,000 queued records, batches of 500, 0.1 s linger (a new connection's record must show within a second), 5 s timeout,
     /// backoff from 0.1 s to 10 s.
     pub fn new(url: &str) -> SenderConfig {
         SenderConfig {
             url: url.to_owned(),
             queue: 10_000,
             batch: 500,
-            linger: Duration::from_secs(1),
+            linger: Duration::from_millis(100),
             timeout: Duration::from_secs(5),
             min_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(10),

@@ -110,8 +110,19 @@ fn a_denied_connection_shows_with_its_policy_in_calicoctl_flows_and_the_console(
         ),
         "the deciding step names the policy and its second inbound rule: {denied:#}"
     );
-    let allowed = flows(&lab, &url, &["--action", "allow", "--endpoint", "web"]);
-    let allowed = to_web(&allowed, 80).expect("the allowed connection to 80 is listed too");
+    // Each connection's record goes out on its own soon after its first packet: the allowed
+    // one, made after the denied attempt timed out, may come a moment later.
+    let mut allowed = Value::Null;
+    eventually("the allowed connection to 80 listed too", WITHIN, || {
+        let listed = flows(&lab, &url, &["--action", "allow", "--endpoint", "web"]);
+        match to_web(&listed, 80) {
+            Some(flow) => {
+                allowed = flow;
+                Ok(())
+            }
+            None => Err(format!("listed: {listed:#?}")),
+        }
+    });
     let steps: Vec<(&str, &str)> = allowed["policies"]["enforced"]
         .as_array()
         .unwrap()

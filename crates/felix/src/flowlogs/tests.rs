@@ -428,3 +428,31 @@ fn an_end_of_tier_step_names_the_policy_that_applied() {
         ["end of tier t (policy gate applied): deny"]
     );
 }
+
+#[test]
+fn a_new_connection_goes_out_at_once_and_the_flush_adds_only_what_came_since() {
+    let names = names();
+    let mut collector = Collector::new(1_000_000_000);
+    collector.logged(&names, &allowed_out(40_001), 1_000_000_003);
+    let first = collector.flush_new(&names, 1_000_000_003);
+    assert_eq!(first.len(), 1, "{first:?}");
+    let r = &first[0];
+    assert_eq!(
+        (r.connections_started, r.packets_out, r.bytes_out),
+        (1, 1, 60)
+    );
+    assert_eq!((r.start_time, r.end_time), (1_000_000_003, 1_000_000_004));
+    assert!(
+        collector.flush_new(&names, 1_000_000_004).is_empty(),
+        "nothing new"
+    );
+    // The dump: 4 out, 3 back in all; the SYN went out already.
+    collector.counted(&[tracked(40_001, 4, 3)]);
+    let rest = collector.flush(&names, 1_000_000_005);
+    let r = &rest[0];
+    assert_eq!(
+        (r.connections_started, r.packets_out, r.packets_in),
+        (0, 3, 3),
+        "summed with the first record: exactly conntrack's, nothing twice"
+    );
+}
