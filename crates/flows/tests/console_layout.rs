@@ -18,9 +18,7 @@ mod console_support;
 
 use calico_testkit::webdriver::Browser;
 use common::{Flows, batch, ingress, wep};
-use console_support::{
-    SCREENS, cells, rfc3339, run, save_screenshot, viewport, wait_rows,
-};
+use console_support::{SCREENS, cells, rfc3339, run, save_screenshot, viewport, wait_rows};
 use serde_json::{Value, json};
 
 /// Flows enough to overflow the table at 1920×1080, with what makes layouts break.
@@ -248,7 +246,10 @@ fn the_console_reads_without_scrolling_at_1400x900_and_1920x1080() {
             json!(["allow", "allow staged", "deny", "deny staged"])
         );
         for sample in graph["samples"].as_array().unwrap() {
-            assert_eq!(sample[1], sample[2], "legend sample drawn as its edges: {sample}");
+            assert_eq!(
+                sample[1], sample[2],
+                "legend sample drawn as its edges: {sample}"
+            );
         }
         save_screenshot(&browser, &format!("layout-{width}x{height}.png"));
     }
@@ -257,7 +258,14 @@ fn the_console_reads_without_scrolling_at_1400x900_and_1920x1080() {
 #[test]
 fn the_legend_follows_what_is_drawn() {
     let flows = Flows::start(&[]);
-    let denied = ingress(wep("h1", "ns.front", "front"), "ns.db", "deny", "db-guard", 0, 5);
+    let denied = ingress(
+        wep("h1", "ns.front", "front"),
+        "ns.db",
+        "deny",
+        "db-guard",
+        0,
+        5,
+    );
     assert_eq!(flows.post(&batch(&[denied])).1["accepted"], 1);
     let browser = Browser::start();
     viewport(&browser, 1400, 900);
@@ -281,7 +289,10 @@ fn the_legend_follows_what_is_drawn() {
     let graph = run(&browser, GRAPH, json!([]));
     assert_eq!(
         (&graph["drawn"], &graph["legend"]),
-        (&json!(["allow staged", "deny"]), &json!(["allow staged", "deny"])),
+        (
+            &json!(["allow staged", "deny"]),
+            &json!(["allow staged", "deny"])
+        ),
         "{graph:#}"
     );
     let texts: Vec<&str> = graph["samples"]

@@ -19,8 +19,7 @@ use console_support::{
 use serde_json::{Value, json};
 
 fn staged(mut flow: Value, name: &str, action: &str) -> Value {
-    flow["policies"]["pending"] =
-        json!([{"kind": "staged-policy", "tier": "default", "name": name, "rule_index": 0, "action": action}]);
+    flow["policies"]["pending"] = json!([{"kind": "staged-policy", "tier": "default", "name": name, "rule_index": 0, "action": action}]);
     flow
 }
 
@@ -57,7 +56,17 @@ fn set_field(browser: &Browser, name: &str, value: &str) {
 #[test]
 fn pausing_holds_new_records_back_until_resumed() {
     let flows = Flows::start(&[]);
-    post(&flows, &[ingress(wep("h1", "ns.web", "web"), "ns.db", "allow", "db-in", 0, 5)]);
+    post(
+        &flows,
+        &[ingress(
+            wep("h1", "ns.web", "web"),
+            "ns.db",
+            "allow",
+            "db-in",
+            0,
+            5,
+        )],
+    );
     let browser = open(&flows);
     wait_rows(&browser, "the first flow", |rows| rows.len() == 1);
 
@@ -71,15 +80,27 @@ fn pausing_holds_new_records_back_until_resumed() {
             .as_u64()
             .unwrap()
     };
-    post(&flows, &[ingress(wep("h1", "ns.front", "front"), "ns.db", "deny", "db-guard", 2, 4)]);
+    post(
+        &flows,
+        &[ingress(
+            wep("h1", "ns.front", "front"),
+            "ns.db",
+            "deny",
+            "db-guard",
+            2,
+            4,
+        )],
+    );
     // The record reached the page (it counts it) and a refresh tick has passed since: it is
     // still not shown.
-    eventually("the paused page counting the new record", 3 * REFRESH, || {
-        match text(&browser, "#live") {
+    eventually(
+        "the paused page counting the new record",
+        3 * REFRESH,
+        || match text(&browser, "#live") {
             t if t == "Resume (1 new)" => Ok(()),
             t => Err(t),
-        }
-    });
+        },
+    );
     let after = ticks(&browser);
     eventually("a refresh tick while paused", 3 * REFRESH, || {
         match ticks(&browser) > after {
@@ -89,7 +110,11 @@ fn pausing_holds_new_records_back_until_resumed() {
     });
     let held = rows(&browser);
     assert_eq!(held.len(), 1, "paused: the new record not shown: {held:?}");
-    assert!(text(&browser, "#status").starts_with("paused at "), "{}", text(&browser, "#status"));
+    assert!(
+        text(&browser, "#status").starts_with("paused at "),
+        "{}",
+        text(&browser, "#status")
+    );
     save_screenshot(&browser, "paused.png");
 
     browser.click("#live");
@@ -101,10 +126,24 @@ fn pausing_holds_new_records_back_until_resumed() {
 fn the_time_range_and_an_address_or_cidr_narrow_the_view() {
     let flows = Flows::start(&[]);
     // One flow that started 40 minutes ago, one a moment ago, one over IPv6.
-    let mut old = ingress(wep("h1", "ns.old", "web"), "ns.db", "allow", "db-in", 0, 2400);
+    let mut old = ingress(
+        wep("h1", "ns.old", "web"),
+        "ns.db",
+        "allow",
+        "db-in",
+        0,
+        2400,
+    );
     old["source"]["address"] = json!("10.65.0.10");
     old["destination"]["address"] = json!("10.65.1.20");
-    let mut new = ingress(wep("h1", "ns.new", "web"), "ns.db", "deny", "db-guard", 0, 5);
+    let mut new = ingress(
+        wep("h1", "ns.new", "web"),
+        "ns.db",
+        "deny",
+        "db-guard",
+        0,
+        5,
+    );
     new["source"]["address"] = json!("10.65.2.30");
     new["destination"]["address"] = json!("10.65.1.20");
     let mut v6 = ingress(wep("h1", "ns.six", "web"), "ns.db", "allow", "db-in", 0, 6);
@@ -113,7 +152,9 @@ fn the_time_range_and_an_address_or_cidr_narrow_the_view() {
     post(&flows, &[old.clone(), new, v6]);
     let old_start = old["start_time"].as_u64().unwrap();
     let browser = open(&flows);
-    wait_rows(&browser, "all three in the last hour", |rows| rows.len() == 3);
+    wait_rows(&browser, "all three in the last hour", |rows| {
+        rows.len() == 3
+    });
 
     set_field(&browser, "range", "300");
     wait_rows(&browser, "the last 5 minutes: the two new flows", |rows| {
@@ -123,9 +164,11 @@ fn the_time_range_and_an_address_or_cidr_narrow_the_view() {
     set_field(&browser, "range", "between");
     set_field(&browser, "from", &rfc3339(old_start - 60));
     set_field(&browser, "until", &rfc3339(old_start + 60));
-    wait_rows(&browser, "only the flow that started in the bounds", |rows| {
-        rows.len() == 1 && rows[0].contains("ns.old")
-    });
+    wait_rows(
+        &browser,
+        "only the flow that started in the bounds",
+        |rows| rows.len() == 1 && rows[0].contains("ns.old"),
+    );
     set_field(&browser, "until", "yesterday");
     eventually("the bad bound named", REFRESH, || {
         match text(&browser, "#filter-error") {
@@ -135,7 +178,11 @@ fn the_time_range_and_an_address_or_cidr_narrow_the_view() {
     });
     set_field(&browser, "range", "");
     wait_rows(&browser, "any time: all three", |rows| rows.len() == 3);
-    assert_eq!(text(&browser, "#filter-error"), "", "the error goes with the range");
+    assert_eq!(
+        text(&browser, "#filter-error"),
+        "",
+        "the error goes with the range"
+    );
 
     // An address, a CIDR, an IPv6 CIDR: the flows with an end in it.
     for (address, expected) in [
@@ -144,9 +191,14 @@ fn the_time_range_and_an_address_or_cidr_narrow_the_view() {
         ("2001:db8::/32", vec!["ns.six"]),
     ] {
         set_field(&browser, "address", address);
-        wait_rows(&browser, &format!("the flows with an end in {address}"), |rows| {
-            rows.len() == expected.len() && expected.iter().all(|e| rows.iter().any(|r| r.contains(e)))
-        });
+        wait_rows(
+            &browser,
+            &format!("the flows with an end in {address}"),
+            |rows| {
+                rows.len() == expected.len()
+                    && expected.iter().all(|e| rows.iter().any(|r| r.contains(e)))
+            },
+        );
     }
     set_field(&browser, "address", "web");
     eventually("the aggregator's refusal shown", REFRESH, || {
@@ -166,7 +218,14 @@ fn the_staged_diff_lists_what_would_be_denied_and_what_would_be_allowed() {
         "deny",
     );
     let would_allow = staged(
-        ingress(wep("h1", "ns.front", "front"), "ns.db", "deny", "db-guard", 2, 6),
+        ingress(
+            wep("h1", "ns.front", "front"),
+            "ns.db",
+            "deny",
+            "db-guard",
+            2,
+            6,
+        ),
         "opener",
         "allow",
     );
@@ -175,7 +234,14 @@ fn the_staged_diff_lists_what_would_be_denied_and_what_would_be_allowed() {
         "api-ok",
         "allow",
     );
-    let plain = ingress(wep("h1", "ns.batch", "batch"), "ns.db", "deny", "db-guard", 3, 8);
+    let plain = ingress(
+        wep("h1", "ns.batch", "batch"),
+        "ns.db",
+        "deny",
+        "db-guard",
+        3,
+        8,
+    );
     post(&flows, &[would_deny, would_allow, unchanged, plain]);
     let browser = open(&flows);
     wait_rows(&browser, "all four flows", |rows| rows.len() == 4);
@@ -192,11 +258,13 @@ fn the_staged_diff_lists_what_would_be_denied_and_what_would_be_allowed() {
         ]
     );
     assert!(
-        shown[0].contains("h1/ns.web/eth0") && shown[0].contains("would deny: tier default staged policy lockdown rule 1: deny"),
+        shown[0].contains("h1/ns.web/eth0")
+            && shown[0].contains("would deny: tier default staged policy lockdown rule 1: deny"),
         "{shown:?}"
     );
     assert!(
-        shown[1].contains("h1/ns.front/eth0") && shown[1].contains("would allow: tier default staged policy opener rule 1: allow"),
+        shown[1].contains("h1/ns.front/eth0")
+            && shown[1].contains("would allow: tier default staged policy opener rule 1: allow"),
         "{shown:?}"
     );
     // The order on the page: each group heading right above its flows.
@@ -243,13 +311,24 @@ fn parse_csv(text: &str) -> Vec<Vec<String>> {
 #[test]
 fn the_exports_are_the_view_and_the_api_link_asks_the_same() {
     let flows = Flows::start(&[]);
-    let mut denied = ingress(wep("h1", "ns.front", "front"), "ns.db", "deny", "db-guard", 2, 5);
+    let mut denied = ingress(
+        wep("h1", "ns.front", "front"),
+        "ns.db",
+        "deny",
+        "db-guard",
+        2,
+        5,
+    );
     denied["source"]["address"] = json!("10.65.0.10");
     let mut labelled = wep("h1", "ns.quote,\"comma\"", "web");
     labelled["labels"] = json!({"app": "a,b"});
     let records = [
         denied,
-        staged(ingress(labelled, "ns.db", "deny", "db-guard", 0, 6), "opener", "allow"),
+        staged(
+            ingress(labelled, "ns.db", "deny", "db-guard", 0, 6),
+            "opener",
+            "allow",
+        ),
         ingress(wep("h1", "ns.web", "web"), "ns.db", "allow", "db-in", 0, 7),
     ];
     post(&flows, &records);
@@ -262,13 +341,25 @@ fn the_exports_are_the_view_and_the_api_link_asks_the_same() {
 
     // Paused, a new denied record is not in the view, so not in its export either.
     browser.click("#live");
-    post(&flows, &[ingress(wep("h1", "ns.late", "late"), "ns.db", "deny", "db-guard", 1, 3)]);
-    eventually("the paused page counting the new record", 3 * REFRESH, || {
-        match text(&browser, "#live") {
+    post(
+        &flows,
+        &[ingress(
+            wep("h1", "ns.late", "late"),
+            "ns.db",
+            "deny",
+            "db-guard",
+            1,
+            3,
+        )],
+    );
+    eventually(
+        "the paused page counting the new record",
+        3 * REFRESH,
+        || match text(&browser, "#live") {
             t if t == "Resume (1 new)" => Ok(()),
             t => Err(t),
-        }
-    });
+        },
+    );
 
     browser.click("#export-csv");
     let csv = parse_csv(&downloaded(dir.path(), ".csv"));
@@ -278,7 +369,12 @@ fn the_exports_are_the_view_and_the_api_link_asks_the_same() {
     assert_eq!(csv[1..], shown[..], "the CSV's rows are the table's cells");
     assert_eq!(shown.len(), 2, "{shown:?}");
     assert!(csv.iter().all(|r| r.len() == headings.len()), "{csv:?}");
-    assert!(csv[1..].iter().any(|r| r[2] == "h1/ns.quote,\"comma\"/eth0"), "{csv:?}");
+    assert!(
+        csv[1..]
+            .iter()
+            .any(|r| r[2] == "h1/ns.quote,\"comma\"/eth0"),
+        "{csv:?}"
+    );
 
     browser.click("#export-json");
     let exported: Value = serde_json::from_str(&downloaded(dir.path(), ".json")).unwrap();
@@ -288,10 +384,19 @@ fn the_exports_are_the_view_and_the_api_link_asks_the_same() {
         .iter()
         .map(|f| f["id"].as_str().unwrap())
         .collect();
-    let row_ids = browser.script("return [...document.querySelectorAll('#flows tbody tr[data-id]')].map(r => r.dataset.id)");
-    assert_eq!(json!(ids), row_ids, "the JSON's flows are the table's, in order");
+    let row_ids = browser.script(
+        "return [...document.querySelectorAll('#flows tbody tr[data-id]')].map(r => r.dataset.id)",
+    );
+    assert_eq!(
+        json!(ids),
+        row_ids,
+        "the JSON's flows are the table's, in order"
+    );
     assert_eq!(exported["view"], "all");
-    assert!(exported["query"].as_str().unwrap().contains("action=deny"), "{exported}");
+    assert!(
+        exported["query"].as_str().unwrap().contains("action=deny"),
+        "{exported}"
+    );
     for (flow, row) in exported["flows"].as_array().unwrap().iter().zip(&shown) {
         assert_eq!(row[0], rfc3339(flow["flow"]["end_time"].as_u64().unwrap()));
         assert_eq!(flow["flow"]["action"], "deny");
@@ -303,7 +408,10 @@ fn the_exports_are_the_view_and_the_api_link_asks_the_same() {
         .as_str()
         .unwrap()
         .to_owned();
-    assert!(href.starts_with("/api/v1/flows?") && href.contains("action=deny"), "{href}");
+    assert!(
+        href.starts_with("/api/v1/flows?") && href.contains("action=deny"),
+        "{href}"
+    );
     let (status, answer) = http(&flows.address, "GET", &href, &[], b"");
     assert_eq!(status, 200);
     let answer = json_of(&answer);
@@ -314,17 +422,27 @@ fn the_exports_are_the_view_and_the_api_link_asks_the_same() {
         .map(|f| f["id"].as_str().unwrap())
         .collect();
     assert_eq!(answered.len(), 3, "{answer}");
-    assert!(ids.iter().all(|id| answered.contains(id)), "{answered:?} ⊇ {ids:?}");
+    assert!(
+        ids.iter().all(|id| answered.contains(id)),
+        "{answered:?} ⊇ {ids:?}"
+    );
 
     // The staged diff's export is the diff.
     browser.click("#live");
     browser.click("#views button[data-view=staged]");
-    wait_rows(&browser, "the one flow a staged policy would allow", |rows| rows.len() == 1);
+    wait_rows(
+        &browser,
+        "the one flow a staged policy would allow",
+        |rows| rows.len() == 1,
+    );
     std::fs::remove_dir_all(dir.path()).unwrap();
     std::fs::create_dir(dir.path()).unwrap();
     browser.click("#export-json");
     let exported: Value = serde_json::from_str(&downloaded(dir.path(), ".json")).unwrap();
     assert_eq!(exported["view"], "staged");
     assert_eq!(exported["flows"].as_array().unwrap().len(), 1, "{exported}");
-    assert_eq!(exported["flows"][0]["flow"]["policies"]["pending"][0]["name"], "opener");
+    assert_eq!(
+        exported["flows"][0]["flow"]["policies"]["pending"][0]["name"],
+        "opener"
+    );
 }

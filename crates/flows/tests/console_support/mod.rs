@@ -35,7 +35,11 @@ pub fn viewport(browser: &Browser, width: u32, height: u32) {
         json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}),
     );
     let inner = browser.script("return [innerWidth, innerHeight]");
-    assert_eq!(inner, json!([width, height]), "the viewport [width, height]");
+    assert_eq!(
+        inner,
+        json!([width, height]),
+        "the viewport [width, height]"
+    );
 }
 
 /// Downloads go to `dir`, without asking.
