@@ -230,8 +230,14 @@ impl Calculator {
                     self.refresh_endpoint(&endpoint, stored);
                 }
                 EndpointChange::Removed(id) => self.endpoint_removed(&endpoint, id),
+                EndpointChange::Refused(id, space) => {
+                    self.endpoint_removed(&endpoint, id);
+                    self.set_refused(&endpoint, Some(space));
+                    return applied;
+                }
                 EndpointChange::None => {}
             }
+            self.set_refused(&endpoint, None);
             return applied;
         }
         let applied = self.cluster.apply_parsed(&parsed, value);
@@ -260,6 +266,21 @@ impl Calculator {
             self.state.pools = all;
             self.state.masquerade_pools = masquerade;
             self.changes.pools = true;
+        }
+    }
+
+    /// Records a local endpoint as refused (in `space`) or not; a change is an endpoint change,
+    /// so its status is written again.
+    fn set_refused(&mut self, key: &EndpointKey, space: Option<String>) {
+        if !self.is_local(key) {
+            return;
+        }
+        let changed = match space {
+            Some(space) => self.state.refused.insert(key.clone(), space.clone()) != Some(space),
+            None => self.state.refused.remove(key).is_some(),
+        };
+        if changed {
+            self.changes.endpoints.insert(key.clone());
         }
     }
 

@@ -2,7 +2,8 @@
 //! date from datastore updates. Invalid values are treated as missing and reported back
 //! ([`Applied::Invalid`]) for the caller to log with `calico_model::invalid_warning` (calc itself
 //! does not log, so each invalid update is logged exactly once), so a workload with bad config fails closed and is picked up again once
-//! its config is fixed.
+//! its config is fixed. A workload endpoint in a private address space is refused the same way
+//! ([`refusal`]: Felix does not translate yet), and the calculator records it as refused.
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
@@ -190,6 +191,27 @@ pub(crate) enum EndpointChange<'a> {
     Stored(u32, &'a Endpoint),
     /// Removed (or invalid); the number it had, if it was there.
     Removed(Option<u32>),
+    /// A workload endpoint in a private address space, refused (see [`refusal`]) and so
+    /// treated as missing; the number it had, if it was there, and the space.
+    Refused(Option<u32>, String),
+}
+
+/// Why a valid object is refused: a workload endpoint in a private address space. Felix does
+/// not translate private spaces yet (issue 34), so programming one would put a tenant's
+/// overlapping IPv4 addresses in the shared space; it is left out (no routes, no interface
+/// dispatch, no IP set member, so the firewall drops its interface) and reported `error`.
+pub fn refusal(value: &Value) -> Option<(&str, String)> {
+    let Value::WorkloadEndpoint(wep) = value else {
+        return None;
+    };
+    let space = wep.private_space()?;
+    let reason = format!(
+        "workload endpoint {:?} is in address space {space:?}: address spaces are not yet \
+         enforced by Felix, so it is refused (nothing is programmed for it and its status is \
+         error)",
+        wep.name
+    );
+    Some((space, reason))
 }
 
 /// What an update did.
@@ -269,7 +291,19 @@ impl Cluster {
             return (Applied::Changed, removed);
         };
         match parse_value(parsed, raw) {
-            Ok(value) => (Applied::Changed, self.store(key, value)),
+            Ok(value) => match refusal(&value) {
+                Some((space, reason)) => {
+                    let space = space.to_owned();
+                    let EndpointChange::Removed(id) = self.remove(parsed) else {
+                        unreachable!("only workload endpoints are refused")
+                    };
+                    (
+                        Applied::Invalid { reason },
+                        EndpointChange::Refused(id, space),
+                    )
+                }
+                None => (Applied::Changed, self.store(key, value)),
+            },
             Err(error) => {
                 // Not logged here: the caller writes the one WARNING line
                 // (`calico_model::invalid_warning`), so each invalid update is logged once.

@@ -130,6 +130,9 @@ pub struct DesiredState {
     pub pools: BTreeSet<IpNet>,
     /// The CIDRs of pools with `masquerade`: traffic from them to outside all pools is NATed.
     pub masquerade_pools: BTreeSet<IpNet>,
+    /// Local workload endpoints refused because they are in a private address space (by the
+    /// space's name): not in `endpoints`, so nothing is programmed for them; reported `error`.
+    pub refused: BTreeMap<EndpointKey, String>,
 }
 
 impl DesiredState {

@@ -579,9 +579,9 @@ pub enum SelectorCommand {
 #[derive(Debug, Args)]
 pub struct GetArgs {
     /// A kind of resource (tier, policy, stagedPolicy, profile, workloadEndpoint, hostEndpoint,
-    /// ipPool, bgpPeer, node, felixConfig, ipamConfig; plurals, upstream's short names such as
-    /// pol, spol, wep, ipp, and any case too), or a key or prefix of the datastore (starting
-    /// with /)
+    /// ipPool, bgpPeer, node, felixConfig, ipamConfig, addressSpace, addressSpaceConfig,
+    /// addressSpaceMapping; plurals, upstream's short names such as pol, spol, wep, ipp, and
+    /// any case too), or a key or prefix of the datastore (starting with /)
     #[arg(value_parser = TargetParser, hide_possible_values = true)]
     pub target: String,
     /// Only the resources of this name (metadata.name)

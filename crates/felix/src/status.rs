@@ -15,28 +15,27 @@ use calico_model::status::{EndpointOperState, EndpointStatus};
 
 /// Each local endpoint's status: `up` when its interface is up (and, for a workload, it is
 /// active); `down` when inactive, when the interface is down or missing, and for a host endpoint
-/// given by addresses that no interface holds.
+/// given by addresses that no interface holds; `error` for a workload endpoint Felix refused
+/// because it is in a private address space (nothing is programmed for it).
 pub fn desired_statuses(
     state: &DesiredState,
     interface_up: impl Fn(&str) -> bool,
 ) -> BTreeMap<EndpointKey, EndpointOperState> {
-    state
-        .endpoints
-        .iter()
-        .map(|(key, program)| {
-            let up = match (&program.interface, key) {
-                (Some(iface), EndpointKey::Workload(_)) => program.active && interface_up(iface),
-                (Some(iface), EndpointKey::Host(_)) => interface_up(iface),
-                (None, _) => false,
-            };
-            let state = if up {
-                EndpointOperState::Up
-            } else {
-                EndpointOperState::Down
-            };
-            (key.clone(), state)
-        })
-        .collect()
+    let refused = (state.refused.keys()).map(|key| (key.clone(), EndpointOperState::Error));
+    let programmed = state.endpoints.iter().map(|(key, program)| {
+        let up = match (&program.interface, key) {
+            (Some(iface), EndpointKey::Workload(_)) => program.active && interface_up(iface),
+            (Some(iface), EndpointKey::Host(_)) => interface_up(iface),
+            (None, _) => false,
+        };
+        let state = if up {
+            EndpointOperState::Up
+        } else {
+            EndpointOperState::Down
+        };
+        (key.clone(), state)
+    });
+    refused.chain(programmed).collect()
 }
 
 /// Where Felix reports an endpoint's status.
@@ -294,5 +293,61 @@ mod tests {
             status(&store, WEB_STATUS).await.as_deref(),
             Some(r#"{"status":"up"}"#)
         );
+    }
+
+    #[tokio::test]
+    async fn a_private_space_endpoint_is_refused_not_programmed_and_reported_error() {
+        const TENANT: &str = "/calico/v1/host/h1/workload/k8s/ns.tenant/endpoint/eth0";
+        const TENANT_STATUS: &str = "/calico/felix/v1/host/h1/workload/k8s/ns.tenant/endpoint/eth0";
+        let wep = |space: &str| {
+            format!(
+                r#"{{"state": "active", "name": "calitenant", "profile_ids": [], "ipv4_nets": ["10.0.0.9/32"]{space}}}"#
+            )
+        };
+        let mut calc = calculator();
+        let applied = calc.apply(TENANT, Some(&wep(r#", "address_space": "tenant-a""#)));
+        let calico_calc::Applied::Invalid { reason } = applied else {
+            panic!("a private-space endpoint must be refused, got {applied:?}");
+        };
+        for part in ["calitenant", "\"tenant-a\"", "not yet enforced by Felix"] {
+            assert!(reason.contains(part), "{part} missing: {reason}");
+        }
+        let key = EndpointKey::Workload(match Key::parse(TENANT).unwrap() {
+            Key::WorkloadEndpoint(id) => id,
+            other => panic!("{other:?}"),
+        });
+        let state = calc.state();
+        assert!(!state.endpoints.contains_key(&key), "no dispatch entry");
+        assert!(
+            !state.routes().values().any(|iface| *iface == "calitenant"),
+            "no route: {:?}",
+            state.routes()
+        );
+        let desired = desired_statuses(state, |_| true);
+        assert_eq!(desired.get(&key), Some(&EndpointOperState::Error));
+        let store = MemoryDatastore::new();
+        let mut reporter = StatusReporter::new("h1");
+        assert!(reporter.report(&store, desired).await);
+        assert_eq!(
+            status(&store, TENANT_STATUS).await.as_deref(),
+            Some(r#"{"status":"error"}"#)
+        );
+
+        // Back in the shared space (`"shared"` is the shared space too): programmed, up.
+        calc.take_changes();
+        let applied = calc.apply(TENANT, Some(&wep(r#", "address_space": "shared""#)));
+        assert_eq!(applied, calico_calc::Applied::Changed);
+        assert!(calc.take_changes().endpoints.contains(&key));
+        assert!(calc.state().refused.is_empty());
+        assert!(calc.state().endpoints.contains_key(&key));
+        let desired = desired_statuses(calc.state(), |_| true);
+        assert_eq!(desired.get(&key), Some(&EndpointOperState::Up));
+
+        // Refused again, then deleted: no status left.
+        calc.apply(TENANT, Some(&wep(r#", "address_space": "tenant-a""#)));
+        assert!(!calc.state().endpoints.contains_key(&key));
+        calc.apply(TENANT, None);
+        assert!(calc.state().refused.is_empty());
+        assert!(!desired_statuses(calc.state(), |_| true).contains_key(&key));
     }
 }

@@ -8,6 +8,8 @@
 //! - The legacy singular `"profile_id": "x"` (calico-containers) is read as `profile_ids: ["x"]`;
 //!   when both are present `profile_ids` wins. It is never written back.
 //! - Nets may be written as bare addresses (`"10.0.0.1"` = `10.0.0.1/32`).
+//! - `address_space` (ours, issue 34) names the private address space the endpoint's IPv4
+//!   addresses are in; absent means the shared space, and `"shared"` is normalised to absent.
 //! - An interface name is what the kernel accepts: 1-15 bytes, no `/`, `:`, whitespace or
 //!   control characters, not `.` or `..`.
 
@@ -19,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Validate, ValidationError};
 use crate::labels::{LabelMap, validate_labels};
 pub use crate::mac::MacAddr;
-use crate::names::validate_profile_id;
+use crate::names::{SHARED, validate_profile_id, validate_space_name};
 use crate::rule::{IpVersion, net};
 
 /// Whether a workload endpoint may pass traffic.
@@ -64,9 +66,17 @@ pub struct WorkloadEndpoint {
     pub ipv6_gateway: Option<IpAddr>,
     #[serde(skip_serializing_if = "LabelMap::is_empty")]
     pub labels: LabelMap,
+    /// The private address space of its IPv4 addresses; `None`: the shared space.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address_space: Option<String>,
 }
 
 impl WorkloadEndpoint {
+    /// The private space the endpoint is in, if it is in one.
+    pub fn private_space(&self) -> Option<&str> {
+        self.address_space.as_deref().filter(|s| *s != SHARED)
+    }
+
     /// An active endpoint on host interface `name` with `profiles` and the addresses
     /// `addresses` (each as a /32 or /128); everything else unset.
     pub fn active(name: &str, profiles: &[&str], addresses: &[IpAddr]) -> WorkloadEndpoint {
@@ -89,6 +99,7 @@ impl WorkloadEndpoint {
             ipv4_gateway: None,
             ipv6_gateway: None,
             labels: LabelMap::default(),
+            address_space: None,
         }
     }
 }
@@ -118,6 +129,8 @@ struct RawWorkloadEndpoint {
     ipv6_gateway: Option<IpAddr>,
     #[serde(default)]
     labels: LabelMap,
+    #[serde(default)]
+    address_space: Option<String>,
 }
 
 impl From<RawWorkloadEndpoint> for WorkloadEndpoint {
@@ -135,6 +148,7 @@ impl From<RawWorkloadEndpoint> for WorkloadEndpoint {
             ipv4_gateway: raw.ipv4_gateway,
             ipv6_gateway: raw.ipv6_gateway,
             labels: raw.labels,
+            address_space: raw.address_space,
         }
     }
 }
@@ -158,7 +172,15 @@ impl Validate for WorkloadEndpoint {
             &self.ipv6_nat,
             self.ipv6_gateway,
         )?;
-        validate_labels(&self.labels).map_err(|e| e.within("labels"))
+        validate_labels(&self.labels).map_err(|e| e.within("labels"))?;
+        if let Some(space) = &self.address_space {
+            validate_space_name(space).map_err(|e| e.within("address_space"))?;
+        }
+        // One spelling of the shared space: none.
+        if self.address_space.as_deref() == Some(SHARED) {
+            self.address_space = None;
+        }
+        Ok(())
     }
 }
 

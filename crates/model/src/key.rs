@@ -17,8 +17,9 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use crate::error::ValidationError;
-use crate::names;
+use crate::names::{self, SHARED};
 use crate::rule::IpVersion;
+use crate::space::{self, MappingScope};
 
 pub use prefix::Prefix;
 
@@ -117,6 +118,23 @@ pub enum Key {
     /// `/calico/v1/ipam/v4/pool/<CIDR>` or `/calico/v1/ipam/v6/pool/<CIDR>`.
     Pool {
         cidr: IpNet,
+    },
+    /// `/calico/v1/ipam/space/<space>/v4/pool/<CIDR>`: a pool of a private address space (ours).
+    SpacePool {
+        space: String,
+        cidr: IpNet,
+    },
+    /// `/calico/v1/address_space/config`: the translation prefix of address spaces (ours).
+    SpaceConfig,
+    /// `/calico/v1/address_space/space/<space>`: a private address space and its ID (ours).
+    AddressSpace {
+        space: String,
+    },
+    /// `/calico/v1/address_space/network/<id>` or `.../project/<id>`: the space of a Neutron
+    /// network's or project's ports (ours).
+    SpaceMapping {
+        scope: MappingScope,
+        id: String,
     },
     /// `/calico/ipam/v2/assignment/ipvX/block/<CIDR>`
     Block {
@@ -250,6 +268,9 @@ impl Key {
             }
             Key::Handle { handle } => names::validate_handle_id(handle),
             Key::GlobalConfig { name } => names::validate_config_name(name),
+            Key::AddressSpace { space: name } => space::validate_space_object_name(name),
+            Key::SpacePool { space, .. } => names::validate_space_name(space),
+            Key::SpaceMapping { id, .. } => names::validate_neutron_id(id),
             _ => Ok(()),
         }
     }
@@ -271,6 +292,10 @@ impl Key {
             Key::Policy { .. } => "policy",
             Key::StagedPolicy { .. } => "staged policy",
             Key::Pool { .. } => "IP pool",
+            Key::SpacePool { .. } => "IP pool of an address space",
+            Key::SpaceConfig => "address space config",
+            Key::AddressSpace { .. } => "address space",
+            Key::SpaceMapping { .. } => "address space mapping",
             Key::Block { .. } => "IPAM block",
             Key::Handle { .. } => "IPAM handle",
             Key::BlockAffinity { .. } => "IPAM block affinity",
@@ -356,7 +381,55 @@ fn parse_v1(segments: &[&str]) -> Result<Key, String> {
         ["ipam", family, "pool", cidr] => Key::Pool {
             cidr: cidr_of(family, V, cidr)?,
         },
+        ["ipam", "space", name, family, "pool", cidr] => parse_space_pool(name, family, cidr)?,
+        ["address_space", rest @ ..] => parse_address_space(rest)?,
         _ => return Err(unknown("a key listed in docs/keys.md under /calico/v1")),
+    })
+}
+
+/// Below `/calico/v1/address_space/` (the keys of address spaces, ours: docs/keys.md).
+fn parse_address_space(segments: &[&str]) -> Result<Key, String> {
+    Ok(match segments {
+        ["config"] => Key::SpaceConfig,
+        ["space", space] => Key::AddressSpace {
+            space: (*space).to_owned(),
+        },
+        [scope, id] => match MappingScope::from_segment(scope) {
+            Some(scope) => Key::SpaceMapping {
+                scope,
+                id: (*id).to_owned(),
+            },
+            None => return Err(expected_space_key()),
+        },
+        _ => return Err(expected_space_key()),
+    })
+}
+
+fn expected_space_key() -> String {
+    unknown(
+        "/calico/v1/address_space/config, .../space/<space>, .../network/<network_id> or \
+         .../project/<project_id>",
+    )
+}
+
+/// `/calico/v1/ipam/space/<space>/<family>/pool/<CIDR>`: IPv4 only, never the shared space.
+fn parse_space_pool(space: &str, family: &str, cidr: &str) -> Result<Key, String> {
+    let cidr = cidr_of(family, V, cidr)?;
+    if IpVersion::of_net(&cidr) != IpVersion::V4 {
+        return Err(format!(
+            "{cidr}: a private space holds IPv4 pools only (IPv6 pools are the shared space's, \
+             at /calico/v1/ipam/v6/pool/<CIDR>)"
+        ));
+    }
+    if space == SHARED {
+        return Err(format!(
+            "the shared space's pools are at /calico/v1/ipam/v4/pool/{}",
+            format_key_cidr(&cidr)
+        ));
+    }
+    Ok(Key::SpacePool {
+        space: space.to_owned(),
+        cidr,
     })
 }
 
@@ -611,6 +684,16 @@ impl fmt::Display for Key {
                 let family = v_segment(IpVersion::of_net(cidr));
                 write!(f, "{V1}/ipam/{family}/pool/{}", format_key_cidr(cidr))
             }
+            Key::SpacePool { space, cidr } => {
+                let family = v_segment(IpVersion::of_net(cidr));
+                let cidr = format_key_cidr(cidr);
+                write!(f, "{V1}/ipam/space/{space}/{family}/pool/{cidr}")
+            }
+            Key::SpaceConfig => write!(f, "{V1}/address_space/config"),
+            Key::AddressSpace { space } => write!(f, "{V1}/address_space/space/{space}"),
+            Key::SpaceMapping { scope, id } => {
+                write!(f, "{V1}/address_space/{}/{id}", scope.as_str())
+            }
             Key::Block { cidr } => {
                 let family = ip_segment(IpVersion::of_net(cidr));
                 write!(
@@ -706,5 +789,36 @@ mod tests {
         assert!(err.contains("host bits"), "{err}");
         let err = parse_key_cidr("10.0.0.0/8").unwrap_err();
         assert!(err.contains("key form"), "{err}");
+    }
+
+    #[test]
+    fn space_keys_round_trip() {
+        for text in [
+            "/calico/v1/address_space/config",
+            "/calico/v1/address_space/space/tenant-a",
+            "/calico/v1/address_space/network/3f1c2a9e-2b7d-4c0e-9a51-0d6f7b1e8c44",
+            "/calico/v1/address_space/project/ed34337f935745bb911eeb741bc4374b",
+            "/calico/v1/ipam/space/tenant-a/v4/pool/10.0.0.0-24",
+        ] {
+            let key = Key::parse(text).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(key.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn the_shared_space_has_no_space_keys_and_private_pools_are_ipv4() {
+        let err = Key::parse("/calico/v1/address_space/space/shared").unwrap_err();
+        assert!(err.reason.contains("shared space's name"), "{err}");
+        let err = Key::parse("/calico/v1/ipam/space/shared/v4/pool/10.0.0.0-24").unwrap_err();
+        assert!(
+            err.reason.contains("/calico/v1/ipam/v4/pool/10.0.0.0-24"),
+            "{err}"
+        );
+        let err = Key::parse("/calico/v1/ipam/space/a/v6/pool/fd00::-64").unwrap_err();
+        assert!(err.reason.contains("IPv4 pools only"), "{err}");
+        let err = Key::parse("/calico/v1/address_space/tenant/x").unwrap_err();
+        assert!(err.reason.contains(".../network/<network_id>"), "{err}");
+        let err = Key::parse("/calico/v1/address_space/space/a b").unwrap_err();
+        assert!(err.reason.contains("address space name"), "{err}");
     }
 }

@@ -9,6 +9,7 @@
 //! | `profile`, `rule`, `labels`, `policy` | profiles (rules, tags, labels), rules, tiers and policies |
 //! | `pool`, `ipam` | IP pools; IPAM blocks, handles and host affinities |
 //! | `bundle` | the JSON bundle of keys and values that calicoctl and the lab read and write |
+//! | `space` | address spaces: the translation prefix, private spaces and their IDs, Neutron mappings; the rules between their objects |
 //! | `bgp` | AS numbers, node mesh, BGP peers |
 //! | `status` | what Felix reports back |
 //! | `flow` | flow records: what Felix reports to the flow aggregator (not stored in etcd) |
@@ -34,6 +35,7 @@ pub mod pool;
 pub mod profile;
 pub mod rule;
 pub mod selector;
+pub mod space;
 pub mod status;
 pub mod tunnel;
 pub mod value;

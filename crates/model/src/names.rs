@@ -57,6 +57,21 @@ pub fn validate_workload_id(id: &str) -> Result<(), ValidationError> {
     check_segment("workload id", id)
 }
 
+/// The name that means the shared space wherever a space is named (an endpoint's
+/// `address_space`, a mapping); no space object has it.
+pub const SHARED: &str = "shared";
+
+/// Checks an address space name (`/calico/v1/address_space/space/<space>`, an endpoint's
+/// `address_space`): the id charset, as it may end up in chain and set names.
+pub fn validate_space_name(name: &str) -> Result<(), ValidationError> {
+    check_id("address space name", name)
+}
+
+/// Checks a Neutron network or project id (`/calico/v1/address_space/network/<id>`).
+pub fn validate_neutron_id(id: &str) -> Result<(), ValidationError> {
+    check_id("Neutron id", id)
+}
+
 /// Checks an IPAM handle id (`/calico/ipam/v2/handle/<handle_id>`, chosen by the allocator).
 pub fn validate_handle_id(id: &str) -> Result<(), ValidationError> {
     check_segment("handle id", id)

@@ -14,6 +14,7 @@ use crate::policy::{Policy, TierMetadata};
 use crate::pool::IpPool;
 use crate::profile::{ProfileLabels, ProfileRules, ProfileTags};
 use crate::rule::IpVersion;
+use crate::space::{AddressSpace, SpaceConfig, SpaceMapping, check_space_pool};
 use crate::status::{EndpointStatus, FelixStatus};
 use crate::tunnel::VxlanTunnel;
 
@@ -34,7 +35,11 @@ pub enum Value {
     Policy(Box<Policy>),
     /// A staged policy: a policy's fields; never untracked.
     StagedPolicy(Box<Policy>),
+    /// A pool of the shared space or (at a `SpacePool` key) of a private one.
     Pool(IpPool),
+    SpaceConfig(SpaceConfig),
+    AddressSpace(AddressSpace),
+    SpaceMapping(SpaceMapping),
     Block(Box<AllocationBlock>),
     Handle(AllocationHandle),
     /// Block affinities hold no value (an empty string).
@@ -74,6 +79,15 @@ pub fn parse_value(key: &Key, raw: &str) -> Result<Value, ValidationError> {
             same("cidr", &pool.cidr, cidr)?;
             Value::Pool(pool)
         }
+        Key::SpacePool { cidr, .. } => {
+            let pool: IpPool = from_json(raw)?;
+            same("cidr", &pool.cidr, cidr)?;
+            check_space_pool(&pool)?;
+            Value::Pool(pool)
+        }
+        Key::SpaceConfig => Value::SpaceConfig(from_json(raw)?),
+        Key::AddressSpace { .. } => Value::AddressSpace(from_json(raw)?),
+        Key::SpaceMapping { .. } => Value::SpaceMapping(from_json(raw)?),
         Key::Block { cidr } => {
             let block: AllocationBlock = from_json(raw)?;
             same("cidr", &block.cidr, cidr)?;

@@ -25,7 +25,7 @@ use crate::resource::id::Id;
 use crate::resource::kind::Kind;
 use crate::resource::parse::{self, Document};
 use crate::resource::store::{self, Change, Mode, Snapshot};
-use crate::resource::{Resource, describe, list, table};
+use crate::resource::{Resource, describe, list, space, table};
 
 /// `create`, `apply` or `replace -f FILE`.
 pub async fn write(
@@ -40,6 +40,7 @@ pub async fn write(
     }
     let resources = validate(&documents, true)?;
     let changes = plan(store, mode, &resources).await?;
+    space::check(store, &changes).await?;
     commit(store, &changes, args.txn.max_txn_ops as usize, out).await
 }
 
@@ -61,6 +62,7 @@ pub async fn delete(
     };
     let changes = plan(store, mode, &resources).await?;
     check_tiers(store, &changes).await?;
+    space::check(store, &changes).await?;
     commit(store, &changes, args.txn.max_txn_ops as usize, out).await
 }
 

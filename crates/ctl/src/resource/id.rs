@@ -9,7 +9,9 @@ use std::net::IpAddr;
 use calico_model::ValidationError;
 use calico_model::key::{HostEndpointId, Key, PeerScope, Prefix, WorkloadEndpointId};
 use calico_model::names;
+use calico_model::names::SHARED;
 use calico_model::rule::IpVersion;
+use calico_model::space::MappingScope;
 use ipnet::IpNet;
 use serde_json::{Map, Value};
 
@@ -43,6 +45,18 @@ pub enum Id {
     /// `None`: the global configuration.
     FelixConfig(Option<String>),
     IpamConfig,
+    /// A pool of a private address space (kind ipPool, `metadata.space`).
+    SpacePool {
+        space: String,
+        cidr: IpNet,
+    },
+    AddressSpace(String),
+    SpaceConfig,
+    /// Named `network.<id>` or `project.<id>`.
+    SpaceMapping {
+        scope: MappingScope,
+        id: String,
+    },
 }
 
 impl Id {
@@ -59,6 +73,10 @@ impl Id {
             Id::Node(_) => Kind::Node,
             Id::FelixConfig(_) => Kind::FelixConfig,
             Id::IpamConfig => Kind::IpamConfig,
+            Id::SpacePool { .. } => Kind::IpPool,
+            Id::AddressSpace(_) => Kind::AddressSpace,
+            Id::SpaceConfig => Kind::AddressSpaceConfig,
+            Id::SpaceMapping { .. } => Kind::AddressSpaceMapping,
         }
     }
 
@@ -69,7 +87,10 @@ impl Id {
             Id::Policy { name, .. } | Id::StagedPolicy { name, .. } => name.clone(),
             Id::WorkloadEndpoint(id) => id.endpoint.clone(),
             Id::HostEndpoint(id) => id.endpoint.clone(),
-            Id::IpPool(cidr) => cidr.to_string(),
+            Id::IpPool(cidr) | Id::SpacePool { cidr, .. } => cidr.to_string(),
+            Id::AddressSpace(name) => name.clone(),
+            Id::SpaceConfig => GLOBAL.to_owned(),
+            Id::SpaceMapping { scope, id } => format!("{}.{id}", scope.as_str()),
             Id::BgpPeer { ip, .. } => ip.to_string(),
             Id::FelixConfig(None) | Id::IpamConfig => GLOBAL.to_owned(),
             Id::FelixConfig(Some(host)) => format!("{NODE_PREFIX}{host}"),
@@ -111,6 +132,9 @@ impl Id {
             }
             Id::HostEndpoint(id) => {
                 map.insert("node".into(), id.hostname.clone().into());
+            }
+            Id::SpacePool { space, .. } => {
+                map.insert("space".into(), space.clone().into());
             }
             Id::BgpPeer {
                 node: Some(node), ..
@@ -166,7 +190,20 @@ impl Id {
                 hostname: required("node")?,
                 endpoint: name,
             }),
-            Kind::IpPool => Id::IpPool(parse_cidr(&name)?),
+            Kind::IpPool => match field("space")? {
+                Some(space) if space != SHARED => Id::SpacePool {
+                    space,
+                    cidr: parse_cidr(&name)?,
+                },
+                _ => Id::IpPool(parse_cidr(&name)?),
+            },
+            Kind::AddressSpace => Id::AddressSpace(name),
+            Kind::AddressSpaceConfig if name == GLOBAL => Id::SpaceConfig,
+            Kind::AddressSpaceConfig => {
+                let reason = format!("{name:?}: the address space config is named {GLOBAL:?}");
+                return Err(ValidationError::new("metadata.name", reason));
+            }
+            Kind::AddressSpaceMapping => mapping_of(&name)?,
             Kind::BgpPeer => Id::BgpPeer {
                 node: field("node")?,
                 ip: parse_ip(&name)?,
@@ -236,6 +273,16 @@ impl Id {
             Key::GlobalConfig { .. } => Id::FelixConfig(None),
             Key::HostConfig { hostname, .. } => Id::FelixConfig(Some(hostname.clone())),
             Key::IpamConfig => Id::IpamConfig,
+            Key::SpacePool { space, cidr } => Id::SpacePool {
+                space: space.clone(),
+                cidr: *cidr,
+            },
+            Key::AddressSpace { space } => Id::AddressSpace(space.clone()),
+            Key::SpaceConfig => Id::SpaceConfig,
+            Key::SpaceMapping { scope, id } => Id::SpaceMapping {
+                scope: *scope,
+                id: id.clone(),
+            },
             _ => return None,
         })
     }
@@ -265,6 +312,10 @@ impl Id {
             Id::Node(hostname) => node_keys(&hostname),
             Id::FelixConfig(_) => Vec::new(),
             Id::IpamConfig => vec![Key::IpamConfig],
+            Id::SpacePool { space, cidr } => vec![Key::SpacePool { space, cidr }],
+            Id::AddressSpace(space) => vec![Key::AddressSpace { space }],
+            Id::SpaceConfig => vec![Key::SpaceConfig],
+            Id::SpaceMapping { scope, id } => vec![Key::SpaceMapping { scope, id }],
         }
     }
 
@@ -312,6 +363,9 @@ pub fn prefixes(kind: Kind) -> Vec<String> {
         Kind::IpPool => vec![Prefix::Pools],
         Kind::BgpPeer => vec![Prefix::Bgp],
         Kind::Node => vec![Prefix::BgpHosts],
+        Kind::AddressSpace | Kind::AddressSpaceConfig | Kind::AddressSpaceMapping => {
+            vec![Prefix::AddressSpaces]
+        }
         Kind::FelixConfig => vec![Prefix::GlobalConfig, Prefix::Hosts],
         // One key: listed as its own prefix.
         Kind::IpamConfig => return vec![Key::IpamConfig.to_string()],
@@ -342,6 +396,23 @@ fn parse_ip(name: &str) -> Result<IpAddr, ValidationError> {
         )));
     }
     Ok(ip)
+}
+
+/// `network.<id>` or `project.<id>`.
+fn mapping_of(name: &str) -> Result<Id, ValidationError> {
+    let parsed = name.split_once('.').and_then(|(scope, id)| {
+        let scope = MappingScope::from_segment(scope)?;
+        Some(Id::SpaceMapping {
+            scope,
+            id: id.to_owned(),
+        })
+    });
+    parsed.ok_or_else(|| {
+        ValidationError::new(
+            "metadata.name",
+            format!("{name:?}: a mapping is named network.<network id> or project.<project id>"),
+        )
+    })
 }
 
 fn felix_scope(name: &str) -> Result<Option<String>, ValidationError> {

@@ -20,10 +20,16 @@ pub enum Kind {
     Node,
     FelixConfig,
     IpamConfig,
+    /// A private address space and its ID (issue 34).
+    AddressSpace,
+    /// The cluster's translation prefix.
+    AddressSpaceConfig,
+    /// The address space of a Neutron network's or project's ports.
+    AddressSpaceMapping,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 14] = [
         Kind::Tier,
         Kind::Policy,
         Kind::StagedPolicy,
@@ -35,6 +41,9 @@ impl Kind {
         Kind::Node,
         Kind::FelixConfig,
         Kind::IpamConfig,
+        Kind::AddressSpace,
+        Kind::AddressSpaceConfig,
+        Kind::AddressSpaceMapping,
     ];
 
     /// The spelling of `kind` in a document.
@@ -51,6 +60,9 @@ impl Kind {
             Kind::Node => "node",
             Kind::FelixConfig => "felixConfig",
             Kind::IpamConfig => "ipamConfig",
+            Kind::AddressSpace => "addressSpace",
+            Kind::AddressSpaceConfig => "addressSpaceConfig",
+            Kind::AddressSpaceMapping => "addressSpaceMapping",
         }
     }
 
@@ -70,6 +82,9 @@ impl Kind {
             Kind::Node => &["no", "nos"],
             Kind::FelixConfig => &["felixconfiguration", "felixconfigurations"],
             Kind::IpamConfig => &["ipamconfiguration", "ipamconfigurations"],
+            Kind::AddressSpace => &["space", "spaces"],
+            Kind::AddressSpaceConfig => &["spaceconfig", "spaceconfigs"],
+            Kind::AddressSpaceMapping => &["spacemapping", "spacemappings"],
         }
     }
 
@@ -100,6 +115,7 @@ impl Kind {
             Kind::WorkloadEndpoint => (&["name", "node", "orchestrator", "workload"], &[]),
             Kind::HostEndpoint => (&["name", "node"], &[]),
             Kind::BgpPeer => (&["name"], &["node"]),
+            Kind::IpPool => (&["name"], &["space"]),
             _ => (&["name"], &[]),
         }
     }

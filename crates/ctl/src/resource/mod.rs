@@ -8,12 +8,14 @@
 //! | `spec` | `spec` to the keys' values and back, with the model's validation |
 //! | `parse` | a file (YAML or JSON, several documents, lists) into documents |
 //! | `unique` | JSON and YAML values whose mappings name each key once |
+//! | `space` | the rules between address spaces, pools and endpoints, checked on what a change leaves |
 //! | `store` | reading resources from the datastore; planning and writing changes |
 //! | `table` | the `get` table columns of every kind |
 
 pub mod id;
 pub mod kind;
 pub mod parse;
+pub mod space;
 pub mod spec;
 pub mod store;
 pub mod table;
@@ -74,6 +76,7 @@ pub fn describe(id: &Id) -> String {
             " of {}/{} on node {:?}",
             w.orchestrator, w.workload, w.hostname
         )),
+        Id::SpacePool { space, .. } => text.push_str(&format!(" of space {space:?}")),
         Id::HostEndpoint(_) | Id::BgpPeer { node: Some(_), .. } => {
             text.push_str(&format!(" on node {:?}", id.node().unwrap_or_default()))
         }

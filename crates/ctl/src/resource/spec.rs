@@ -11,6 +11,7 @@ use calico_model::key::Key;
 use calico_model::policy::{Policy, TierMetadata};
 use calico_model::pool::IpPool;
 use calico_model::profile::{ProfileLabels, ProfileRules, ProfileTags};
+use calico_model::space::{AddressSpace, SpaceConfig, SpaceMapping};
 use calico_model::{Validate, ValidationError, Value as Stored, from_json, parse_value};
 use calico_model::{bgp::BgpPeer, endpoint::HostEndpoint, endpoint::WorkloadEndpoint};
 use serde::Serialize;
@@ -49,6 +50,16 @@ pub fn encode(id: &Id, spec: &Value) -> Result<Vec<(Key, String)>, ValidationErr
             let spec = with_name(spec, "cidr", cidr.to_string())?;
             vec![(key(), typed::<IpPool>(&spec, "spec")?)]
         }
+        Id::SpacePool { cidr, .. } => {
+            // A pool's fields, and what a private space's pool refuses (ipip, masquerade, ...).
+            let spec = with_name(spec, "cidr", cidr.to_string())?;
+            let json = typed::<IpPool>(&spec, "spec")?;
+            parse_value(&key(), &json).map_err(|e| e.within("spec"))?;
+            vec![(key(), json)]
+        }
+        Id::AddressSpace(_) => vec![(key(), typed::<AddressSpace>(spec, "spec")?)],
+        Id::SpaceConfig => vec![(key(), typed::<SpaceConfig>(spec, "spec")?)],
+        Id::SpaceMapping { .. } => vec![(key(), typed::<SpaceMapping>(spec, "spec")?)],
         Id::BgpPeer { ip, .. } => {
             let spec = with_name(spec, "ip", ip.to_string())?;
             vec![(key(), typed::<BgpPeer>(&spec, "spec")?)]
@@ -65,7 +76,7 @@ pub fn decode(id: &Id, values: &[(Key, Stored)]) -> Value {
     for (key, value) in values {
         let json = stored_json(value);
         match (id, key) {
-            (Id::IpPool(_), _) | (Id::BgpPeer { .. }, _) => {
+            (Id::IpPool(_) | Id::SpacePool { .. } | Id::BgpPeer { .. }, _) => {
                 spec = json.as_object().cloned().unwrap_or_default();
                 spec.remove("cidr");
                 spec.remove("ip");
@@ -103,6 +114,9 @@ fn stored_json(value: &Stored) -> Value {
         Stored::Pool(v) => serde_json::to_value(v),
         Stored::BgpPeer(v) => serde_json::to_value(v),
         Stored::IpamConfig(v) => serde_json::to_value(v),
+        Stored::AddressSpace(v) => serde_json::to_value(v),
+        Stored::SpaceConfig(v) => serde_json::to_value(v),
+        Stored::SpaceMapping(v) => serde_json::to_value(v),
         Stored::AsNumber(n) => Ok(Value::from(n.0)),
         Stored::Config(text) | Stored::BgpLogLevel(text) => Ok(Value::from(text.clone())),
         Stored::HostIp(ip) => Ok(optional(ip)),

@@ -64,11 +64,24 @@ fn columns(kind: Kind) -> &'static [Column] {
         ],
         Kind::IpPool => &[
             ("NAME", "/metadata/name", false),
+            ("SPACE", "/metadata/space", true),
             ("IPIP", "/spec/ipip", false),
             ("MASQUERADE", "/spec/masquerade", false),
             ("VXLAN", "/spec/vxlan_mode", true),
             ("DISABLED", "/spec/disabled", true),
             ("IPAM", "/spec/ipam", true),
+        ],
+        Kind::AddressSpace => &[
+            ("NAME", "/metadata/name", false),
+            ("ID", "/spec/id", false),
+        ],
+        Kind::AddressSpaceConfig => &[
+            ("NAME", "/metadata/name", false),
+            ("PREFIX", "/spec/translation_prefix", false),
+        ],
+        Kind::AddressSpaceMapping => &[
+            ("NAME", "/metadata/name", false),
+            ("SPACE", "/spec/address_space", false),
         ],
         Kind::BgpPeer => &[
             ("NAME", "/metadata/name", false),

@@ -48,6 +48,12 @@ pub enum Prefix {
     Pools,
     /// `/calico/v1/ipam/v4/pool/` or `…/v6/pool/`.
     PoolsOf(IpVersion),
+    /// `/calico/v1/ipam/space/`: the pools of every private address space.
+    SpacePools,
+    /// `/calico/v1/ipam/space/<space>/`: the pools of one private address space.
+    SpacePoolsOf { space: String },
+    /// `/calico/v1/address_space/`: the translation prefix, the spaces and the mappings.
+    AddressSpaces,
     /// `/calico/ipam/v2/`: blocks, handles, affinities and the IPAM config.
     Ipam,
     /// `/calico/ipam/v2/host/`: every host's block affinities.
@@ -121,6 +127,9 @@ impl fmt::Display for Prefix {
             Prefix::Profile { profile } => write!(f, "{V1}/policy/profile/{profile}/"),
             Prefix::Pools => write!(f, "{V1}/ipam/"),
             Prefix::PoolsOf(version) => write!(f, "{V1}/ipam/{}/pool/", v_segment(*version)),
+            Prefix::SpacePools => write!(f, "{V1}/ipam/space/"),
+            Prefix::SpacePoolsOf { space } => write!(f, "{V1}/ipam/space/{space}/"),
+            Prefix::AddressSpaces => write!(f, "{V1}/address_space/"),
             Prefix::Ipam => write!(f, "{IPAM_V2}/"),
             Prefix::IpamHosts => write!(f, "{IPAM_V2}/host/"),
             Prefix::IpamHost { hostname } => write!(f, "{IPAM_V2}/host/{hostname}/"),
