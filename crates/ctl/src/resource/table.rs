@@ -71,10 +71,7 @@ fn columns(kind: Kind) -> &'static [Column] {
             ("DISABLED", "/spec/disabled", true),
             ("IPAM", "/spec/ipam", true),
         ],
-        Kind::AddressSpace => &[
-            ("NAME", "/metadata/name", false),
-            ("ID", "/spec/id", false),
-        ],
+        Kind::AddressSpace => &[("NAME", "/metadata/name", false), ("ID", "/spec/id", false)],
         Kind::AddressSpaceConfig => &[
             ("NAME", "/metadata/name", false),
             ("PREFIX", "/spec/translation_prefix", false),
