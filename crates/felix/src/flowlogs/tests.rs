@@ -1,6 +1,8 @@
 use calico_calc::Calculator;
-use calico_dataplane::flowlog::prefix;
+use calico_dataplane::flowlog::{Step, StepAction, prefix};
 use calico_model::error::Validate;
+use calico_model::flow::PolicyHit;
+use calico_model::rule::Action;
 
 use super::*;
 
