@@ -39,7 +39,19 @@ spec: {}
 #[test]
 fn two_spaces_hold_one_range_and_the_rules_between_objects_refuse_by_name() {
     let ctl = Ctl::start();
-    ctl.ok(&["apply", "-f", "-"], SETUP);
+    let applied = ctl.stdin(&["apply", "-f", "-"], SETUP);
+    assert!(applied.status.success(), "{applied:?}");
+    let stderr = String::from_utf8_lossy(&applied.stderr);
+    assert!(
+        stderr.contains("address spaces are stored and checked but not in effect yet"),
+        "calicoctl says by name that what it stored has no effect yet: {stderr}"
+    );
+    let plain = ctl.stdin(&["apply", "-f", "-"], &doc("profile", "{name: p1}", "{}"));
+    assert!(plain.status.success(), "{plain:?}");
+    assert!(
+        !String::from_utf8_lossy(&plain.stderr).contains("address spaces"),
+        "no warning for what has nothing of spaces: {plain:?}"
+    );
     assert_eq!(
         ctl.value("/calico/v1/ipam/space/b/v4/pool/10.0.0.0-24"),
         r#"{"cidr":"10.0.0.0/24","masquerade":false}"#

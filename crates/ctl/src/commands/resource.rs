@@ -41,6 +41,9 @@ pub async fn write(
     let resources = validate(&documents, true)?;
     let changes = plan(store, mode, &resources).await?;
     space::check(store, &changes).await?;
+    if let Some(warning) = space::not_in_effect(&changes) {
+        eprintln!("{warning}");
+    }
     commit(store, &changes, args.txn.max_txn_ops as usize, out).await
 }
 
@@ -63,6 +66,9 @@ pub async fn delete(
     let changes = plan(store, mode, &resources).await?;
     check_tiers(store, &changes).await?;
     space::check(store, &changes).await?;
+    if let Some(warning) = space::not_in_effect(&changes) {
+        eprintln!("{warning}");
+    }
     commit(store, &changes, args.txn.max_txn_ops as usize, out).await
 }
 

@@ -51,6 +51,26 @@ fn concerns(key: &Key, value: &Option<Stored>) -> bool {
     }
 }
 
+/// What to tell the operator when `changes` write an address space, its configuration, a
+/// mapping or a space's pool: they are stored and checked, but nothing acts on them yet.
+pub fn not_in_effect(changes: &[Change]) -> Option<&'static str> {
+    let writes_space = changes.iter().flat_map(writes).any(|(key, value)| {
+        value.is_some()
+            && matches!(
+                key,
+                Key::AddressSpace { .. }
+                    | Key::SpaceConfig
+                    | Key::SpaceMapping { .. }
+                    | Key::SpacePool { .. }
+            )
+    });
+    writes_space.then_some(
+        "warning: address spaces are stored and checked but not in effect yet: IPAM does not \
+         allocate from a space's pools, calico-neutron does not read mappings, and Felix \
+         refuses (status error) every endpoint in a private space (docs/address-spaces.md)",
+    )
+}
+
 /// Refuses the changes if one breaks a rule between objects, naming every problem.
 pub async fn check(store: &dyn Datastore, changes: &[Change]) -> anyhow::Result<()> {
     let planned: Vec<(&Change, Vec<Write>)> = changes.iter().map(|c| (c, writes(c))).collect();
