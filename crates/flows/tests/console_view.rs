@@ -13,7 +13,7 @@ use calico_testkit::eventually;
 use calico_testkit::webdriver::Browser;
 use common::{Flows, batch, http, ingress, json_of, wep};
 use console_support::{
-    REFRESH, cells, downloaded, downloads_into, rfc3339, rows, run, save_screenshot, viewport,
+    PATIENCE, cells, downloaded, downloads_into, rfc3339, rows, run, save_screenshot, viewport,
     wait_rows,
 };
 use serde_json::{Value, json};
@@ -95,14 +95,14 @@ fn pausing_holds_new_records_back_until_resumed() {
     // still not shown.
     eventually(
         "the paused page counting the new record",
-        3 * REFRESH,
+        PATIENCE,
         || match text(&browser, "#live") {
             t if t == "Resume (1 new)" => Ok(()),
             t => Err(t),
         },
     );
     let after = ticks(&browser);
-    eventually("a refresh tick while paused", 3 * REFRESH, || {
+    eventually("a refresh tick while paused", PATIENCE, || {
         match ticks(&browser) > after {
             true => Ok(()),
             false => Err(format!("ticks {}", ticks(&browser))),
@@ -170,7 +170,7 @@ fn the_time_range_and_an_address_or_cidr_narrow_the_view() {
         |rows| rows.len() == 1 && rows[0].contains("ns.old"),
     );
     set_field(&browser, "until", "yesterday");
-    eventually("the bad bound named", REFRESH, || {
+    eventually("the bad bound named", PATIENCE, || {
         match text(&browser, "#filter-error") {
             t if t.contains("Until \"yesterday\": expected an RFC 3339 time") => Ok(()),
             t => Err(t),
@@ -201,7 +201,7 @@ fn the_time_range_and_an_address_or_cidr_narrow_the_view() {
         );
     }
     set_field(&browser, "address", "web");
-    eventually("the aggregator's refusal shown", REFRESH, || {
+    eventually("the aggregator's refusal shown", PATIENCE, || {
         match text(&browser, "#status") {
             t if t.contains("cannot load flows") && t.contains("expected an IP address") => Ok(()),
             t => Err(t),
@@ -354,7 +354,7 @@ fn the_exports_are_the_view_and_the_api_link_asks_the_same() {
     );
     eventually(
         "the paused page counting the new record",
-        3 * REFRESH,
+        PATIENCE,
         || match text(&browser, "#live") {
             t if t == "Resume (1 new)" => Ok(()),
             t => Err(t),

@@ -12,9 +12,10 @@ use calico_testkit::eventually;
 use calico_testkit::webdriver::Browser;
 use serde_json::{Value, json};
 
-/// The console refreshes every 5 s (console.js REFRESH_MS) and on every streamed record; a
-/// row must be there within a refresh, with room for a slow machine.
-pub const REFRESH: Duration = Duration::from_secs(5);
+/// How long a wait for the page may take. The console refreshes every 5 s (console.js
+/// REFRESH_MS) and on every streamed record; six refreshes leave room for a machine busy with
+/// a build (a wait ends as soon as what it waits for is there).
+pub const PATIENCE: Duration = Duration::from_secs(30);
 
 /// The two screens the console must read on without scrolling.
 pub const SCREENS: [(u32, u32); 2] = [(1400, 900), (1920, 1080)];
@@ -55,7 +56,7 @@ pub fn downloads_into(browser: &Browser, dir: &Path) {
 /// The one finished download in `dir` whose name ends in `suffix`.
 pub fn downloaded(dir: &Path, suffix: &str) -> String {
     let mut found = None;
-    eventually(&format!("a {suffix} download"), REFRESH, || {
+    eventually(&format!("a {suffix} download"), PATIENCE, || {
         let names: Vec<PathBuf> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -92,7 +93,7 @@ pub fn rows(browser: &Browser) -> Vec<String> {
 
 pub fn wait_rows(browser: &Browser, what: &str, test: impl Fn(&[String]) -> bool) -> Vec<String> {
     let mut seen = Vec::new();
-    eventually(what, 3 * REFRESH, || {
+    eventually(what, PATIENCE, || {
         seen = rows(browser);
         match test(&seen) {
             true => Ok(()),
